@@ -1,0 +1,44 @@
+# Shared helpers for twed's tools.  Source it; do not run it.
+# shellcheck shell=bash
+
+TWED_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TWED_CACHE_DIR=${TWED_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/twed}
+TWED_WORK_DIR=${TWED_WORK_DIR:-$TWED_ROOT/work}
+export CCACHE_DIR=${CCACHE_DIR:-$TWED_CACHE_DIR/ccache}
+export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
+# Builds under the checkout hit the cache from any other clone of it: paths
+# are hashed relative to the checkout, and fresh checkouts' new timestamps do
+# not defeat the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$TWED_ROOT}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-include_file_mtime,include_file_ctime,time_macros}
+# Debian's meson and python modules live with /usr/bin/python3; a python3
+# earlier on PATH may not see them.
+TWED_PYTHON=/usr/bin/python3
+
+die() { printf '%s: error: %s\n' "${0##*/}" "$*" >&2; exit 1; }
+info() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
+
+# base_field COMPONENT FIELD -> value from tools/bases.conf
+#   fields: package topdir tarball sha256 versions
+base_field() {
+	local comp=$1 field=$2
+	awk -v c="$comp" -v f="$field" '
+		/^#/ || NF == 0 { next }
+		$1 == c {
+			if (f == "package") print $2
+			else if (f == "topdir") print $3
+			else if (f == "tarball") print $4
+			else if (f == "sha256") print $5
+			else if (f == "versions") { for (i = 6; i <= NF; i++) printf "%s%s", $i, (i < NF ? " " : "\n") }
+			found = 1
+		}
+		END { exit !found }' "$TWED_ROOT/tools/bases.conf" ||
+		die "unknown component '$comp' (known: kernel, qemu, libvirt)"
+}
+
+components() { awk '!/^#/ && NF { print $1 }' "$TWED_ROOT/tools/bases.conf"; }
+
+patch_dir() { echo "$TWED_ROOT/$1-patches"; }
+
+jobs() { nproc 2>/dev/null || echo 2; }
