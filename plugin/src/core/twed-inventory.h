@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include "twed-types.h"
+
+G_BEGIN_DECLS
+
+/* Namespace of the per-VM intent element, interfaces.md section 4. */
+#define TWED_METADATA_NS "urn:twed:libvirt:1"
+#define TWED_NOVA_NS "http://openstack.org/xmlns/libvirt/nova/1.1"
+
+typedef enum {
+  TWED_MANAGE_AUTO = 0, /* no <twed:policy>, or manage='yes' */
+  TWED_MANAGE_OPTOUT,   /* manage='no': never touched */
+  TWED_MANAGE_PINNED,   /* manage='pinned': set by hand, left alone */
+} TwedManage;
+
+/* One element found under the domain's <metadata>, any depth. */
+typedef struct {
+  char *ns;
+  char *element;
+  GHashTable *attrs; /* local name -> value */
+  char *text;
+} TwedMetaItem;
+
+typedef struct {
+  char *name;
+  char *uuid;
+  gboolean active;
+  gboolean persistent;
+  guint nvcpus;
+  GArray *default_affinity; /* <vcpu cpuset=…>, NULL = all pCPUs */
+  GPtrArray *affinity;      /* per vCPU GArray<guint> or NULL */
+  gboolean has_twed;        /* <cputune><twed> present */
+  TwedSetting twed;         /* current; mode off when absent */
+  TwedManage manage;
+  TwedSetting pinned;       /* meaningful when manage == PINNED */
+  GPtrArray *meta;          /* TwedMetaItem */
+  char *flavor;             /* Nova flavor name, if any */
+
+  /* Filled by twed_host_compute(). */
+  double ratio;
+} TwedDomain;
+
+typedef struct {
+  char *name;
+  char *uri;
+  gboolean reachable;
+  char *error;
+  guint ncpus;             /* pCPUs the host has (ids 0..ncpus-1) */
+  GArray *online;          /* online pCPU ids, NULL = all */
+  TwedSupport support;
+  GPtrArray *domains;      /* TwedDomain */
+
+  /* Filled by twed_host_compute(). */
+  guint nvcpus_active;
+  guint shared_pcpus;
+  guint dedicated_pcpus;
+  double ratio;
+} TwedHost;
+
+TwedMetaItem *twed_meta_item_new (const char *ns, const char *element);
+void          twed_meta_item_free (TwedMetaItem *item);
+
+TwedDomain *twed_domain_new (const char *name);
+TwedDomain *twed_domain_copy (const TwedDomain *dom);
+void        twed_domain_free (TwedDomain *dom);
+void        twed_domain_set_vcpus (TwedDomain *dom, guint nvcpus);
+void        twed_domain_pin_vcpu (TwedDomain *dom, guint vcpu, GArray *cpus);
+const char *twed_domain_meta_lookup (const TwedDomain *dom, const char *ns,
+                                     const char *element, const char *attr);
+
+TwedHost *twed_host_new (const char *name, const char *uri);
+void      twed_host_free (TwedHost *host);
+
+/* cpuset syntax of libvirt: "0-3,^2,8". Returns a sorted unique list. */
+GArray  *twed_cpuset_parse (const char *str, GError **error);
+char    *twed_cpuset_format (GArray *set);
+GArray  *twed_cpuset_copy (GArray *set);
+
+/* Parses virDomainGetXMLDesc() output; no I/O. */
+TwedDomain *twed_domain_parse_xml (const char *xml, GError **error);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedDomain, twed_domain_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedHost, twed_host_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedMetaItem, twed_meta_item_free)
+
+G_END_DECLS

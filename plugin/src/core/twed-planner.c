@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "twed-planner.h"
+
+#include <stdlib.h>
+
+const char *
+twed_action_to_string (TwedAction action)
+{
+  switch (action)
+    {
+    case TWED_ACTION_CHANGE:
+      return "change";
+    case TWED_ACTION_KEEP:
+      return "keep";
+    case TWED_ACTION_SKIP:
+      return "skip";
+    case TWED_ACTION_DEFER:
+    default:
+      return "defer";
+    }
+}
+
+const char *
+twed_result_to_string (TwedResult result)
+{
+  switch (result)
+    {
+    case TWED_RESULT_APPLIED:
+      return "applied";
+    case TWED_RESULT_FAILED:
+      return "failed";
+    case TWED_RESULT_DRY_RUN:
+      return "dry-run";
+    case TWED_RESULT_NONE:
+    default:
+      return "none";
+    }
+}
+
+static void
+entry_free (TwedPlanEntry *e)
+{
+  g_free (e->host);
+  g_free (e->domain);
+  g_free (e->uuid);
+  g_free (e->policy);
+  g_free (e->band);
+  g_free (e->reason);
+  g_free (e->error);
+  g_free (e);
+}
+
+static void
+plan_host_free (TwedPlanHost *h)
+{
+  g_free (h->name);
+  g_free (h->uri);
+  g_free (h->error);
+  g_free (h);
+}
+
+void
+twed_plan_free (TwedPlan *plan)
+{
+  if (!plan)
+    return;
+  g_free (plan->generated);
+  g_ptr_array_unref (plan->hosts);
+  g_ptr_array_unref (plan->entries);
+  g_free (plan);
+}
+
+static char *
+band_label (const TwedPolicy *pol, guint index)
+{
+  double lo, hi;
+
+  twed_policy_band_range (pol, index, &lo, &hi);
+  if (pol->bands->len == 0)
+    return g_strdup ("[0, inf)");
+  if (index >= pol->bands->len)
+    return g_strdup_printf ("(%.2f, inf)", lo);
+  if (index == 0)
+    return g_strdup_printf ("[0, %.2f]", hi);
+  return g_strdup_printf ("(%.2f, %.2f]", lo, hi);
+}
+
+/* Stateless hysteresis: keep the current setting if it is what a band
+ * near the ratio asks for, "near" meaning within the margin of that
+ * band's range. A VM sitting on a boundary then never flaps. */
+static gboolean
+within_hysteresis (const TwedPolicy *pol, double ratio, const TwedSetting *current,
+                   guint *band_out)
+{
+  for (guint i = 0; i <= pol->bands->len; i++)
+    {
+      double lo, hi;
+
+      if (!twed_setting_equal (twed_policy_band_setting (pol, i), current))
+        continue;
+      twed_policy_band_range (pol, i, &lo, &hi);
+      if (ratio >= lo - pol->hysteresis && (hi == G_MAXDOUBLE || ratio <= hi + pol->hysteresis))
+        {
+          *band_out = i;
+          return TRUE;
+        }
+    }
+  return FALSE;
+}
+
+static TwedPlanEntry *
+plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *set)
+{
+  TwedPlanEntry *e = g_new0 (TwedPlanEntry, 1);
+  const TwedPolicy *pol;
+  guint band, keep_band;
+
+  e->host = g_strdup (host->name);
+  e->domain = g_strdup (dom->name);
+  e->uuid = g_strdup (dom->uuid);
+  e->active = dom->active;
+  e->persistent = dom->persistent;
+  e->nvcpus = dom->nvcpus;
+  e->ratio = dom->ratio;
+  e->manage = dom->manage;
+  e->current = dom->twed;
+  twed_setting_normalize (&e->current);
+  e->target = e->current;
+
+  pol = twed_policy_set_lookup (set, host->name, dom);
+  e->policy = g_strdup (pol->name);
+  band = twed_policy_band_index (pol, dom->ratio);
+  e->band = band_label (pol, band);
+
+  if (dom->manage == TWED_MANAGE_OPTOUT)
+    {
+      e->action = TWED_ACTION_SKIP;
+      e->reason = g_strdup ("opted out by <twed:policy manage='no'>");
+    }
+  else if (dom->manage == TWED_MANAGE_PINNED)
+    {
+      e->action = TWED_ACTION_SKIP;
+      e->reason = g_strdup ("pinned by hand (<twed:policy manage='pinned'>)");
+    }
+  else if (host->support == TWED_SUPPORT_NO)
+    {
+      e->action = TWED_ACTION_SKIP;
+      e->reason = g_strdup ("host reports no TWED support (domain capabilities)");
+    }
+  else if (!dom->active && !dom->persistent)
+    {
+      e->action = TWED_ACTION_SKIP;
+      e->reason = g_strdup ("transient domain not running");
+    }
+  else
+    {
+      e->target = *twed_policy_band_setting (pol, band);
+      if (twed_setting_equal (&e->target, &e->current))
+        {
+          e->action = TWED_ACTION_KEEP;
+          e->reason = g_strdup_printf ("ratio %.2f in band %s", dom->ratio, e->band);
+        }
+      else if (within_hysteresis (pol, dom->ratio, &e->current, &keep_band))
+        {
+          g_autofree char *kb = band_label (pol, keep_band);
+
+          e->action = TWED_ACTION_KEEP;
+          e->target = e->current;
+          e->reason = g_strdup_printf ("ratio %.2f within hysteresis %.2f of band %s",
+                                       dom->ratio, pol->hysteresis, kb);
+        }
+      else
+        {
+          e->action = TWED_ACTION_CHANGE;
+          e->reason = g_strdup_printf ("ratio %.2f in band %s", dom->ratio, e->band);
+        }
+    }
+  return e;
+}
+
+/* Most overcommitted first: they gain or lose most. */
+static int
+cmp_change_priority (gconstpointer a, gconstpointer b)
+{
+  const TwedPlanEntry *x = *(TwedPlanEntry *const *) a, *y = *(TwedPlanEntry *const *) b;
+  int c;
+
+  if (x->ratio != y->ratio)
+    return x->ratio > y->ratio ? -1 : 1;
+  if ((c = g_strcmp0 (x->host, y->host)))
+    return c;
+  return g_strcmp0 (x->domain, y->domain);
+}
+
+static int
+cmp_entry (gconstpointer a, gconstpointer b)
+{
+  const TwedPlanEntry *x = *(TwedPlanEntry *const *) a, *y = *(TwedPlanEntry *const *) b;
+  int c;
+
+  if ((c = g_strcmp0 (x->host, y->host)))
+    return c;
+  return g_strcmp0 (x->domain, y->domain);
+}
+
+static const TwedPolicy *
+find_policy (const TwedPolicySet *set, const char *name)
+{
+  for (guint i = 0; i < set->policies->len; i++)
+    {
+      const TwedPolicy *p = g_ptr_array_index (set->policies, i);
+
+      if (g_str_equal (p->name, name))
+        return p;
+    }
+  return set->fallback;
+}
+
+static void
+apply_rate_limits (TwedPlan *plan, const TwedPolicySet *set, guint cap)
+{
+  g_autoptr(GPtrArray) changes = g_ptr_array_new ();
+  g_autoptr(GHashTable) per_host = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GHashTable) per_policy = g_hash_table_new (g_str_hash, g_str_equal);
+  guint total = 0;
+
+  for (guint i = 0; i < plan->entries->len; i++)
+    {
+      TwedPlanEntry *e = g_ptr_array_index (plan->entries, i);
+
+      if (e->action == TWED_ACTION_CHANGE)
+        g_ptr_array_add (changes, e);
+    }
+  g_ptr_array_sort (changes, cmp_change_priority);
+
+  for (guint i = 0; i < changes->len; i++)
+    {
+      TwedPlanEntry *e = g_ptr_array_index (changes, i);
+      const TwedPolicy *pol = find_policy (set, e->policy);
+      g_autofree char *key = g_strdup_printf ("%s\n%s", e->policy, e->host);
+      guint nh = GPOINTER_TO_UINT (g_hash_table_lookup (per_host, key));
+      guint np = GPOINTER_TO_UINT (g_hash_table_lookup (per_policy, e->policy));
+      char *why = NULL;
+
+      if (pol->max_per_host && nh >= pol->max_per_host)
+        why = g_strdup_printf ("max_changes_per_cycle.host %u of policy %s reached",
+                               pol->max_per_host, pol->name);
+      else if (pol->max_global && np >= pol->max_global)
+        why = g_strdup_printf ("max_changes_per_cycle.global %u of policy %s reached",
+                               pol->max_global, pol->name);
+      else if (cap && total >= cap)
+        why = g_strdup_printf ("configured max_changes_per_cycle %u reached", cap);
+      if (why)
+        {
+          g_autofree char *old = e->reason;
+
+          e->action = TWED_ACTION_DEFER;
+          e->reason = g_strdup_printf ("%s; deferred: %s", old, why);
+          g_free (why);
+          continue;
+        }
+      g_hash_table_insert (per_host, g_steal_pointer (&key), GUINT_TO_POINTER (nh + 1));
+      g_hash_table_insert (per_policy, e->policy, GUINT_TO_POINTER (np + 1));
+      total++;
+    }
+}
+
+TwedPlan *
+twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptions *opts)
+{
+  TwedPlan *plan = g_new0 (TwedPlan, 1);
+
+  plan->generated = g_strdup (opts && opts->generated ? opts->generated : "");
+  plan->hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) plan_host_free);
+  plan->entries = g_ptr_array_new_with_free_func ((GDestroyNotify) entry_free);
+
+  for (guint h = 0; h < hosts->len; h++)
+    {
+      const TwedHost *host = g_ptr_array_index (hosts, h);
+      TwedPlanHost *ph = g_new0 (TwedPlanHost, 1);
+
+      ph->name = g_strdup (host->name);
+      ph->uri = g_strdup (host->uri);
+      ph->reachable = host->reachable;
+      ph->error = g_strdup (host->error);
+      ph->pcpus = host->online ? host->online->len : host->ncpus;
+      ph->shared_pcpus = host->shared_pcpus;
+      ph->dedicated_pcpus = host->dedicated_pcpus;
+      ph->vcpus = host->nvcpus_active;
+      ph->ratio = host->ratio;
+      ph->support = host->support;
+      ph->ndomains = host->domains->len;
+      g_ptr_array_add (plan->hosts, ph);
+      if (!host->reachable)
+        continue;
+      for (guint d = 0; d < host->domains->len; d++)
+        g_ptr_array_add (plan->entries, plan_domain (host, g_ptr_array_index (host->domains, d), set));
+    }
+  g_ptr_array_sort (plan->entries, cmp_entry);
+  apply_rate_limits (plan, set, opts ? opts->max_changes_global : 0);
+  return plan;
+}
+
+guint
+twed_plan_count (const TwedPlan *plan, TwedAction action)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < plan->entries->len; i++)
+    n += ((TwedPlanEntry *) g_ptr_array_index (plan->entries, i))->action == action;
+  return n;
+}
+
+guint
+twed_plan_count_result (const TwedPlan *plan, TwedResult result)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < plan->entries->len; i++)
+    n += ((TwedPlanEntry *) g_ptr_array_index (plan->entries, i))->result == result;
+  return n;
+}
+
+guint
+twed_plan_unreachable (const TwedPlan *plan)
+{
+  guint n = 0;
+
+  for (guint i = 0; i < plan->hosts->len; i++)
+    n += !((TwedPlanHost *) g_ptr_array_index (plan->hosts, i))->reachable;
+  return n;
+}

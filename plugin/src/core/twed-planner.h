@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include "twed-policy.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+  TWED_ACTION_CHANGE = 0,
+  TWED_ACTION_KEEP,
+  TWED_ACTION_SKIP,
+  TWED_ACTION_DEFER,
+} TwedAction;
+
+typedef enum {
+  TWED_RESULT_NONE = 0, /* not applied (plan only, or nothing to do) */
+  TWED_RESULT_APPLIED,
+  TWED_RESULT_FAILED,
+  TWED_RESULT_DRY_RUN,
+} TwedResult;
+
+typedef struct {
+  char *host;
+  char *domain;
+  char *uuid;
+  gboolean active;
+  gboolean persistent;
+  guint nvcpus;
+  double ratio;
+  char *policy;      /* NULL when skipped before policy lookup */
+  char *band;        /* "(1.00, 2.00]" */
+  TwedManage manage;
+  TwedSetting current;
+  TwedSetting target;
+  TwedAction action;
+  char *reason;
+  TwedResult result;
+  char *error;
+} TwedPlanEntry;
+
+typedef struct {
+  char *name;
+  char *uri;
+  gboolean reachable;
+  char *error;
+  guint pcpus;
+  guint shared_pcpus;
+  guint dedicated_pcpus;
+  guint vcpus;
+  double ratio;
+  TwedSupport support;
+  guint ndomains;
+} TwedPlanHost;
+
+typedef struct {
+  char *generated;       /* ISO 8601, supplied by the caller */
+  GPtrArray *hosts;      /* TwedPlanHost */
+  GPtrArray *entries;    /* TwedPlanEntry, sorted by host, domain */
+} TwedPlan;
+
+typedef struct {
+  const char *generated;
+  guint max_changes_global; /* extra cap from the configuration, 0 = none */
+} TwedPlanOptions;
+
+/* @hosts: TwedHost, already passed through twed_host_compute(). */
+TwedPlan *twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set,
+                           const TwedPlanOptions *opts);
+void      twed_plan_free (TwedPlan *plan);
+guint     twed_plan_count (const TwedPlan *plan, TwedAction action);
+guint     twed_plan_count_result (const TwedPlan *plan, TwedResult result);
+guint     twed_plan_unreachable (const TwedPlan *plan);
+
+const char *twed_action_to_string (TwedAction action);
+const char *twed_result_to_string (TwedResult result);
+
+/* Serialisers: schemas/twed-plan.schema.json and a fixed-width table. */
+char *twed_plan_to_json (const TwedPlan *plan, gboolean pretty);
+char *twed_plan_to_table (const TwedPlan *plan, gboolean all);
+char *twed_plan_hosts_to_table (const TwedPlan *plan);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedPlan, twed_plan_free)
+
+G_END_DECLS

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* TWEDEL exponents, interfaces.md section 0. */
+#define TWED_DELAY_LIMIT 15
+/* Published data: 1..5 help, 6..7 collapse throughput. */
+#define TWED_DELAY_SAFE_LIMIT 5
+
+typedef enum {
+  TWED_MODE_OFF = 0,
+  TWED_MODE_FIXED,
+  TWED_MODE_DYNAMIC,
+} TwedMode;
+
+typedef struct {
+  TwedMode mode;
+  guint delay;
+  guint min;
+  guint max;
+} TwedSetting;
+
+typedef enum {
+  TWED_SUPPORT_UNKNOWN = 0,
+  TWED_SUPPORT_YES,
+  TWED_SUPPORT_NO,
+} TwedSupport;
+
+const char *twed_mode_to_string (TwedMode mode);
+gboolean    twed_mode_from_string (const char *str, TwedMode *mode);
+const char *twed_support_to_string (TwedSupport support);
+
+void     twed_setting_normalize (TwedSetting *s);
+gboolean twed_setting_equal (const TwedSetting *a, const TwedSetting *b);
+gboolean twed_setting_check (const TwedSetting *s, GError **error);
+char    *twed_setting_to_string (const TwedSetting *s);
+
+#define TWED_ERROR (twed_error_quark ())
+GQuark twed_error_quark (void);
+
+typedef enum {
+  TWED_ERROR_INVALID,     /* bad input: policy, config, argument */
+  TWED_ERROR_UNSUPPORTED, /* needs something this build or host lacks */
+  TWED_ERROR_FAILED,      /* an operation failed */
+} TwedError;
+
+G_END_DECLS

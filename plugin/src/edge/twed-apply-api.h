@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include "twed-libvirt.h"
+#include "twed-types.h"
+
+G_BEGIN_DECLS
+
+/* TRUE when built against a libvirt with virDomainSetTwedParameters. */
+gboolean twed_apply_api_available (void);
+
+/* Sets the domain's TWED parameters. @live/@config pick
+ * VIR_DOMAIN_AFFECT_LIVE/CONFIG. Nothing changes on error. */
+gboolean twed_apply_api_set (virDomainPtr dom, const TwedSetting *s, gboolean live,
+                             gboolean config, GError **error);
+
+/* Reads the live (or config when inactive) TWED parameters. */
+gboolean twed_apply_api_get (virDomainPtr dom, TwedSetting *s, GError **error);
+
+#define TWED_API_MISSING_MESSAGE \
+  "applying needs the twed libvirt API (virDomainSetTwedParameters, libvirt built " \
+  "with twed's libvirt-patches); this build of twed uses a libvirt without it"
+
+G_END_DECLS

@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Apply side of the backend: plan changes and manual settings. */
+#include "config.h"
+#include "twed-backend-private.h"
+#include "twed-apply-api.h"
+#include "twed-log.h"
+
+static gboolean
+apply_entry (BackendHost *h, TwedPlanEntry *e, GError **error)
+{
+  g_autoptr(virDomain) dom = NULL;
+  gboolean live = e->active, config = e->persistent;
+
+  if (!twed_apply_api_available ())
+    return twed_apply_api_set (NULL, &e->target, live, config, error);
+  if (!h->conn)
+    {
+      g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "not connected");
+      return FALSE;
+    }
+  backend_count_read (h);
+  dom = e->uuid ? virDomainLookupByUUIDString (h->conn, e->uuid) : virDomainLookupByName (h->conn, e->domain);
+  if (!dom)
+    {
+      twed_set_libvirt_error (error, "domain lookup");
+      return FALSE;
+    }
+  backend_count_write (h);
+  if (!twed_apply_api_set (dom, &e->target, live, config, error))
+    return FALSE;
+  backend_mark_dirty (h, dom);
+  return TRUE;
+}
+
+typedef struct {
+  GPtrArray *entries;
+  gboolean dry_run;
+} ApplyJob;
+
+static gpointer
+apply_func (gpointer item, gpointer data)
+{
+  BackendHost *h = item;
+  ApplyJob *job = data;
+  guint failed = 0;
+
+  g_mutex_lock (&h->lock);
+  for (guint i = 0; i < job->entries->len; i++)
+    {
+      TwedPlanEntry *e = g_ptr_array_index (job->entries, i);
+      g_autoptr(GError) error = NULL;
+      g_autofree char *from = NULL, *to = NULL;
+
+      if (e->action != TWED_ACTION_CHANGE || !g_str_equal (e->host, h->name))
+        continue;
+      from = twed_setting_to_string (&e->current);
+      to = twed_setting_to_string (&e->target);
+      if (job->dry_run)
+        {
+          e->result = TWED_RESULT_DRY_RUN;
+          continue;
+        }
+      g_mutex_unlock (&h->lock);
+      if (apply_entry (h, e, &error))
+        {
+          e->result = TWED_RESULT_APPLIED;
+          twed_log_change (h->name, e->domain, from, to, e->reason);
+        }
+      else
+        {
+          e->result = TWED_RESULT_FAILED;
+          e->error = g_strdup (error->message);
+          failed++;
+          twed_log_domain (G_LOG_LEVEL_WARNING, h->name, e->domain, "change %s -> %s failed: %s",
+                           from, to, error->message);
+        }
+      g_mutex_lock (&h->lock);
+    }
+  g_mutex_unlock (&h->lock);
+  return GUINT_TO_POINTER (failed);
+}
+
+guint
+twed_backend_apply (TwedBackend *b, TwedPlan *plan, gboolean dry_run)
+{
+  g_autoptr(GPtrArray) todo = g_ptr_array_new ();
+  g_autofree gpointer *results = NULL;
+  ApplyJob job = { plan->entries, dry_run };
+  guint failed = 0;
+
+  for (guint i = 0; i < b->hosts->len; i++)
+    {
+      BackendHost *h = g_ptr_array_index (b->hosts, i);
+
+      for (guint j = 0; j < plan->entries->len; j++)
+        {
+          TwedPlanEntry *e = g_ptr_array_index (plan->entries, j);
+
+          if (e->action == TWED_ACTION_CHANGE && g_str_equal (e->host, h->name))
+            {
+              g_ptr_array_add (todo, h);
+              break;
+            }
+        }
+    }
+  results = backend_fan_out (todo, b->opts.threads, apply_func, &job);
+  for (guint i = 0; i < todo->len; i++)
+    failed += GPOINTER_TO_UINT (results[i]);
+  return failed;
+}
+
+static gboolean
+set_policy_metadata (virDomainPtr dom, const char *xml, unsigned int flags, GError **error)
+{
+  if (virDomainSetMetadata (dom, VIR_DOMAIN_METADATA_ELEMENT, xml, xml ? "twed" : NULL,
+                            TWED_METADATA_NS, flags) < 0)
+    {
+      twed_set_libvirt_error (error, "virDomainSetMetadata");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static virDomainPtr
+find_domain (TwedBackend *b, const char *name, BackendHost **host_out, GError **error)
+{
+  virDomainPtr found = NULL;
+  g_autoptr(GString) where = g_string_new (NULL);
+
+  for (guint i = 0; i < b->hosts->len; i++)
+    {
+      BackendHost *h = g_ptr_array_index (b->hosts, i);
+      g_autoptr(GError) local = NULL;
+      virDomainPtr dom;
+
+      g_mutex_lock (&h->lock);
+      if (!backend_connect_locked (h, &local))
+        {
+          g_mutex_unlock (&h->lock);
+          g_string_append_printf (where, "%s%s: %s", where->len ? "; " : "", h->name, local->message);
+          continue;
+        }
+      backend_count_read (h);
+      dom = virDomainLookupByName (h->conn, name);
+      virResetLastError ();
+      g_mutex_unlock (&h->lock);
+      if (!dom)
+        continue;
+      if (found)
+        {
+          virDomainFree (dom);
+          virDomainFree (found);
+          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID,
+                       "domain '%s' exists on %s and %s; pick one host with --connect",
+                       name, (*host_out)->name, h->name);
+          return NULL;
+        }
+      found = dom;
+      *host_out = h;
+    }
+  if (!found)
+    g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "domain '%s' not found%s%s%s", name,
+                 where->len ? " (unreachable: " : "", where->len ? where->str : "",
+                 where->len ? ")" : "");
+  return found;
+}
+
+gboolean
+twed_backend_set_manual (TwedBackend *b, const char *name, const TwedSetting *s,
+                         gboolean optout, GError **error)
+{
+  g_autoptr(virDomain) dom = NULL;
+  g_autoptr(TwedDomain) before = NULL;
+  g_autofree char *xml = NULL;
+  g_autofree char *meta = NULL;
+  BackendHost *h = NULL;
+  unsigned int flags;
+  int active, persistent;
+
+  if (s && !twed_apply_api_available ())
+    {
+      g_set_error_literal (error, TWED_ERROR, TWED_ERROR_UNSUPPORTED, TWED_API_MISSING_MESSAGE);
+      return FALSE;
+    }
+  if (!(dom = find_domain (b, name, &h, error)))
+    return FALSE;
+  backend_count_read (h);
+  if (!(xml = virDomainGetXMLDesc (dom, 0)))
+    {
+      twed_set_libvirt_error (error, "virDomainGetXMLDesc");
+      return FALSE;
+    }
+  if (!(before = twed_domain_parse_xml (xml, error)))
+    return FALSE;
+  active = virDomainIsActive (dom);
+  persistent = virDomainIsPersistent (dom);
+  flags = (active == 1 ? VIR_DOMAIN_AFFECT_LIVE : 0) | (persistent == 1 ? VIR_DOMAIN_AFFECT_CONFIG : 0);
+
+  if (optout)
+    meta = g_strdup ("<policy manage='no'/>");
+  else if (s && s->mode == TWED_MODE_DYNAMIC)
+    meta = g_strdup_printf ("<policy manage='pinned' mode='dynamic' delay='%u' min='%u' max='%u'/>",
+                            s->delay, s->min, s->max);
+  else if (s && s->mode == TWED_MODE_FIXED)
+    meta = g_strdup_printf ("<policy manage='pinned' mode='fixed' delay='%u'/>", s->delay);
+  else if (s)
+    meta = g_strdup ("<policy manage='pinned' mode='off'/>");
+
+  if (s)
+    {
+      backend_count_write (h);
+      if (!twed_apply_api_set (dom, s, active == 1, persistent == 1, error))
+        return FALSE;
+    }
+  backend_count_write (h);
+  if (!set_policy_metadata (dom, meta, flags, error))
+    {
+      /* All or nothing: put the old parameters back. */
+      if (s)
+        {
+          g_autoptr(GError) undo = NULL;
+
+          backend_count_write (h);
+          if (!twed_apply_api_set (dom, &before->twed, active == 1, persistent == 1, &undo))
+            g_prefix_error (error, "(and restoring the previous TWED setting failed: %s) ",
+                            undo->message);
+        }
+      return FALSE;
+    }
+  backend_mark_dirty (h, dom);
+  twed_log_domain (G_LOG_LEVEL_MESSAGE, h->name, name, "manual setting: %s",
+                   meta ? meta : "automatic");
+  return TRUE;
+}

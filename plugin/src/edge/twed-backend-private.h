@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* Shared by twed-backend.c (connections, events, inventory) and
+ * twed-backend-apply.c (changes); not installed. */
+#pragma once
+
+#include "twed-backend.h"
+#include "twed-libvirt.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  TwedDomain *def;   /* parsed definition; active flag set per cycle */
+} CachedDomain;
+
+typedef struct {
+  TwedBackend *backend;
+  char *name;
+  char *uri;
+  GMutex lock;
+  virConnectPtr conn;
+  gboolean is_test;
+  TwedSupport support;
+  GHashTable *cache;      /* uuid -> CachedDomain */
+  /* Event callbacks run on libvirt's event thread and must never wait
+   * for a cycle in progress: they only touch these, under their lock. */
+  GMutex dirty_lock;
+  GHashTable *dirty;      /* uuids whose definition must be re-read */
+  gboolean lost;          /* close callback fired */
+  int cb_lifecycle;
+  int cb_tunable;
+  int cb_metadata;
+  guint backoff;          /* seconds until the next reconnect attempt */
+  gint64 next_attempt;    /* monotonic usec */
+  char *last_error;
+  gboolean warned;        /* this outage was logged as a warning */
+} BackendHost;
+
+struct _TwedBackend {
+  TwedBackendOptions opts;
+  GPtrArray *hosts;       /* BackendHost */
+  TwedBackendEventFunc event_func;
+  gpointer event_data;
+  gint reads;             /* atomic */
+  gint writes;
+};
+
+void      backend_count_read (BackendHost *h);
+void      backend_count_write (BackendHost *h);
+/* The definition of @dom is read again at the next refresh. */
+void      backend_mark_dirty (BackendHost *h, virDomainPtr dom);
+/* With h->lock held: (re)connects unless a backoff is pending. */
+gboolean  backend_connect_locked (BackendHost *h, GError **error);
+/* Runs @func on every item with up to @threads threads. */
+gpointer *backend_fan_out (GPtrArray *items, guint threads,
+                           gpointer (*func) (gpointer, gpointer), gpointer data);
+
+G_END_DECLS

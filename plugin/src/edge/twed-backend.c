@@ -1,0 +1,516 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* libvirt inventory and apply. One connection per host; hosts are read
+ * in parallel. A steady-state cycle is two reads per host (node info,
+ * bulk domain state); domain definitions are read once and again only
+ * after an event or an apply touched the domain, because the bulk
+ * stats of some drivers (the test driver) carry no vCPU data. */
+#include "config.h"
+#include "twed-backend-private.h"
+#include "twed-apply-api.h"
+#include "twed-libvirt.h"
+#include "twed-log.h"
+#include "twed-overcommit.h"
+
+#include <string.h>
+
+void
+backend_count_read (BackendHost *h)
+{
+  g_atomic_int_inc (&h->backend->reads);
+}
+
+void
+backend_count_write (BackendHost *h)
+{
+  g_atomic_int_inc (&h->backend->writes);
+}
+
+static void
+cached_free (CachedDomain *c)
+{
+  twed_domain_free (c->def);
+  g_free (c);
+}
+
+void
+backend_mark_dirty (BackendHost *h, virDomainPtr dom)
+{
+  char uuid[VIR_UUID_STRING_BUFLEN];
+
+  if (virDomainGetUUIDString (dom, uuid) < 0)
+    return;
+  g_mutex_lock (&h->dirty_lock);
+  g_hash_table_add (h->dirty, g_strdup (uuid));
+  g_mutex_unlock (&h->dirty_lock);
+}
+
+static void
+notify (BackendHost *h, virDomainPtr dom, const char *what)
+{
+  twed_log_event (h->name, virDomainGetName (dom), what);
+  if (h->backend->event_func)
+    h->backend->event_func (h->name, virDomainGetName (dom), what, h->backend->event_data);
+}
+
+static int
+on_lifecycle (virConnectPtr conn G_GNUC_UNUSED, virDomainPtr dom, int event,
+              int detail G_GNUC_UNUSED, void *opaque)
+{
+  BackendHost *h = opaque;
+  static const char *const names[] = { "defined", "undefined", "started", "suspended",
+                                       "resumed", "stopped", "shutdown", "pmsuspended", "crashed" };
+
+  backend_mark_dirty (h, dom);
+  notify (h, dom, event >= 0 && (guint) event < G_N_ELEMENTS (names) ? names[event] : "lifecycle");
+  return 0;
+}
+
+static int
+on_tunable (virConnectPtr conn G_GNUC_UNUSED, virDomainPtr dom,
+            virTypedParameterPtr params G_GNUC_UNUSED, int nparams G_GNUC_UNUSED, void *opaque)
+{
+  BackendHost *h = opaque;
+
+  /* vCPU pinning and TWED both arrive as tunable events. */
+  backend_mark_dirty (h, dom);
+  notify (h, dom, "tunable");
+  return 0;
+}
+
+static int
+on_metadata (virConnectPtr conn G_GNUC_UNUSED, virDomainPtr dom, int type G_GNUC_UNUSED,
+             const char *nsuri G_GNUC_UNUSED, void *opaque)
+{
+  BackendHost *h = opaque;
+
+  backend_mark_dirty (h, dom);
+  notify (h, dom, "metadata");
+  return 0;
+}
+
+static void
+on_close (virConnectPtr conn G_GNUC_UNUSED, int reason G_GNUC_UNUSED, void *opaque)
+{
+  BackendHost *h = opaque;
+
+  twed_log_host (G_LOG_LEVEL_WARNING, h->name, "connection to %s lost", h->uri);
+  /* The connection object is dropped by the next cycle's refresh. */
+  g_mutex_lock (&h->dirty_lock);
+  h->lost = TRUE;
+  g_mutex_unlock (&h->dirty_lock);
+}
+
+static void
+disconnect_locked (BackendHost *h)
+{
+  if (!h->conn)
+    return;
+  if (h->cb_lifecycle >= 0)
+    virConnectDomainEventDeregisterAny (h->conn, h->cb_lifecycle);
+  if (h->cb_tunable >= 0)
+    virConnectDomainEventDeregisterAny (h->conn, h->cb_tunable);
+  if (h->cb_metadata >= 0)
+    virConnectDomainEventDeregisterAny (h->conn, h->cb_metadata);
+  h->cb_lifecycle = h->cb_tunable = h->cb_metadata = -1;
+  virConnectUnregisterCloseCallback (h->conn, on_close);
+  virConnectClose (h->conn);
+  h->conn = NULL;
+  g_hash_table_remove_all (h->cache);
+}
+
+/* <features><twed supported='yes|no'> of interfaces.md section 3. */
+static TwedSupport
+probe_support (BackendHost *h)
+{
+  g_autofree char *caps = virConnectGetDomainCapabilities (h->conn, NULL, NULL, NULL, NULL, 0);
+  const char *p;
+
+  backend_count_read (h);
+  if (!caps)
+    {
+      virResetLastError ();
+      return TWED_SUPPORT_UNKNOWN;
+    }
+  if (!(p = strstr (caps, "<twed supported=")))
+    return TWED_SUPPORT_UNKNOWN;
+  p += strlen ("<twed supported=") + 1;
+  return g_str_has_prefix (p, "yes") ? TWED_SUPPORT_YES : TWED_SUPPORT_NO;
+}
+
+gboolean
+backend_connect_locked (BackendHost *h, GError **error)
+{
+  const TwedBackendOptions *o = &h->backend->opts;
+  gint64 now = g_get_monotonic_time ();
+  const char *type;
+
+  gboolean lost;
+
+  g_mutex_lock (&h->dirty_lock);
+  lost = h->lost;
+  h->lost = FALSE;
+  g_mutex_unlock (&h->dirty_lock);
+  if (h->conn && !lost && virConnectIsAlive (h->conn) == 1)
+    return TRUE;
+  disconnect_locked (h);
+  if (h->next_attempt && now < h->next_attempt)
+    {
+      g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "%s (next reconnect in %" G_GINT64_FORMAT " s)",
+                   h->last_error ? h->last_error : "unreachable",
+                   (h->next_attempt - now) / G_USEC_PER_SEC + 1);
+      return FALSE;
+    }
+  h->conn = o->readonly ? virConnectOpenReadOnly (h->uri) : virConnectOpen (h->uri);
+  if (!h->conn)
+    {
+      g_autoptr(GError) local = NULL;
+
+      twed_set_libvirt_error (&local, "cannot connect");
+      h->backoff = h->backoff ? MIN (h->backoff * 2, o->reconnect_max) : 1;
+      h->next_attempt = now + (gint64) h->backoff * G_USEC_PER_SEC;
+      g_free (h->last_error);
+      h->last_error = g_strdup (local->message);
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+  h->backoff = 0;
+  h->next_attempt = 0;
+  g_clear_pointer (&h->last_error, g_free);
+  type = virConnectGetType (h->conn);
+  h->is_test = type && g_ascii_strcasecmp (type, "TEST") == 0;
+  h->support = probe_support (h);
+
+  if (o->events)
+    {
+      /* Remote drivers only; local ones report "unsupported", fine. */
+      if (o->keepalive_interval &&
+          virConnectSetKeepAlive (h->conn, (int) o->keepalive_interval, o->keepalive_count) < 0)
+        virResetLastError ();
+      if (virConnectRegisterCloseCallback (h->conn, on_close, h, NULL) < 0)
+        virResetLastError ();
+      /* VIR_DOMAIN_EVENT_CALLBACK is libvirt's documented cast. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wcast-function-type"
+      h->cb_lifecycle = virConnectDomainEventRegisterAny (h->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                                                          VIR_DOMAIN_EVENT_CALLBACK (on_lifecycle), h, NULL);
+      h->cb_tunable = virConnectDomainEventRegisterAny (h->conn, NULL, VIR_DOMAIN_EVENT_ID_TUNABLE,
+                                                        VIR_DOMAIN_EVENT_CALLBACK (on_tunable), h, NULL);
+      h->cb_metadata = virConnectDomainEventRegisterAny (h->conn, NULL, VIR_DOMAIN_EVENT_ID_METADATA_CHANGE,
+                                                         VIR_DOMAIN_EVENT_CALLBACK (on_metadata), h, NULL);
+#pragma GCC diagnostic pop
+      virResetLastError ();
+    }
+  twed_log_host (G_LOG_LEVEL_INFO, h->name, "connected to %s", h->uri);
+  return TRUE;
+}
+
+static gboolean
+read_node (BackendHost *h, TwedHost *out, GError **error)
+{
+  if (!h->is_test)
+    {
+      unsigned char *map = NULL;
+      unsigned int online = 0;
+      int n;
+
+      backend_count_read (h);
+      if ((n = virNodeGetCPUMap (h->conn, &map, &online, 0)) >= 0)
+        {
+          out->ncpus = (guint) n;
+          out->online = g_array_new (FALSE, FALSE, sizeof (guint));
+          for (guint c = 0; c < (guint) n; c++)
+            if (VIR_CPU_USED (map, c))
+              g_array_append_val (out->online, c);
+          free (map);
+          return TRUE;
+        }
+      virResetLastError ();
+    }
+  {
+    /* The test driver's CPU map is a fixed fake; its node info is real. */
+    virNodeInfo info;
+
+    backend_count_read (h);
+    if (virNodeGetInfo (h->conn, &info) < 0)
+      {
+        twed_set_libvirt_error (error, "virNodeGetInfo");
+        return FALSE;
+      }
+    out->ncpus = info.cpus;
+  }
+  return TRUE;
+}
+
+static TwedDomain *
+load_definition (BackendHost *h, virDomainPtr dom, GError **error)
+{
+  g_autofree char *xml = NULL;
+  TwedDomain *def;
+  int persistent;
+
+  backend_count_read (h);
+  if (!(xml = virDomainGetXMLDesc (dom, 0)))
+    {
+      twed_set_libvirt_error (error, "virDomainGetXMLDesc");
+      return NULL;
+    }
+  if (!(def = twed_domain_parse_xml (xml, error)))
+    return NULL;
+  backend_count_read (h);
+  persistent = virDomainIsPersistent (dom);
+  def->persistent = persistent != 0;
+  virResetLastError ();
+  return def;
+}
+
+static gboolean
+state_is_active (int state)
+{
+  return state != VIR_DOMAIN_SHUTOFF && state != VIR_DOMAIN_CRASHED && state != VIR_DOMAIN_NOSTATE;
+}
+
+static gboolean
+read_domains (BackendHost *h, TwedHost *out, GError **error)
+{
+  virDomainStatsRecordPtr *records = NULL;
+  g_autoptr(GHashTable) dirty = NULL;
+  int n;
+
+  g_mutex_lock (&h->dirty_lock);
+  dirty = g_steal_pointer (&h->dirty);
+  h->dirty = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_mutex_unlock (&h->dirty_lock);
+
+  backend_count_read (h);
+  n = virConnectGetAllDomainStats (h->conn, VIR_DOMAIN_STATS_STATE, &records, 0);
+  if (n < 0)
+    {
+      twed_set_libvirt_error (error, "virConnectGetAllDomainStats");
+      return FALSE;
+    }
+  for (int i = 0; i < n; i++)
+    {
+      virDomainStatsRecordPtr r = records[i];
+      char uuid[VIR_UUID_STRING_BUFLEN];
+      int state = VIR_DOMAIN_NOSTATE;
+      CachedDomain *c;
+      TwedDomain *copy;
+
+      if (virDomainGetUUIDString (r->dom, uuid) < 0)
+        continue;
+      virTypedParamsGetInt (r->params, r->nparams, "state.state", &state);
+      c = g_hash_table_lookup (h->cache, uuid);
+      if (!c || g_hash_table_contains (dirty, uuid))
+        {
+          g_autoptr(GError) local = NULL;
+          TwedDomain *def = load_definition (h, r->dom, &local);
+
+          if (!def)
+            {
+              twed_log_domain (G_LOG_LEVEL_WARNING, h->name, virDomainGetName (r->dom),
+                               "skipped: %s", local->message);
+              continue;
+            }
+          c = g_new0 (CachedDomain, 1);
+          c->def = def;
+          g_hash_table_replace (h->cache, g_strdup (uuid), c);
+        }
+      copy = twed_domain_copy (c->def);
+      copy->active = state_is_active (state);
+      if (!copy->uuid)
+        copy->uuid = g_strdup (uuid);
+      g_ptr_array_add (out->domains, copy);
+    }
+  virDomainStatsRecordListFree (records);
+
+  /* Forget domains that are gone. */
+  {
+    GHashTableIter it;
+    gpointer key;
+    g_autoptr(GHashTable) keep = g_hash_table_new (g_str_hash, g_str_equal);
+
+    for (guint i = 0; i < out->domains->len; i++)
+      g_hash_table_add (keep, ((TwedDomain *) g_ptr_array_index (out->domains, i))->uuid);
+    g_hash_table_iter_init (&it, h->cache);
+    while (g_hash_table_iter_next (&it, &key, NULL))
+      if (!g_hash_table_contains (keep, key))
+        g_hash_table_iter_remove (&it);
+  }
+  return TRUE;
+}
+
+static TwedHost *
+refresh_host (BackendHost *h)
+{
+  TwedHost *out = twed_host_new (h->name, h->uri);
+  g_autoptr(GError) error = NULL;
+
+  g_mutex_lock (&h->lock);
+  if (backend_connect_locked (h, &error) && read_node (h, out, &error) && read_domains (h, out, &error))
+    {
+      if (h->warned)
+        twed_log_host (G_LOG_LEVEL_MESSAGE, h->name, "reachable again");
+      h->warned = FALSE;
+      out->reachable = TRUE;
+      out->support = h->support;
+    }
+  else
+    {
+      out->reachable = FALSE;
+      out->error = g_strdup (error->message);
+      g_ptr_array_set_size (out->domains, 0);
+      /* One warning per outage; the rest at debug level. */
+      twed_log_host (h->warned ? G_LOG_LEVEL_DEBUG : G_LOG_LEVEL_WARNING, h->name, "unreachable: %s",
+                     error->message);
+      h->warned = TRUE;
+      /* A failed read on a live connection means it is not usable. */
+      if (h->conn && virConnectIsAlive (h->conn) != 1)
+        disconnect_locked (h);
+    }
+  g_mutex_unlock (&h->lock);
+  if (out->reachable)
+    twed_host_compute (out);
+  return out;
+}
+
+typedef struct {
+  GPtrArray *items;
+  gint next;
+  gpointer (*func) (gpointer item, gpointer data);
+  gpointer data;
+  gpointer *results;
+} FanOut;
+
+static gpointer
+fan_out_worker (gpointer p)
+{
+  FanOut *f = p;
+  gint i;
+
+  while ((i = g_atomic_int_add (&f->next, 1)) < (gint) f->items->len)
+    f->results[i] = f->func (g_ptr_array_index (f->items, i), f->data);
+  return NULL;
+}
+
+/* Runs @func on every item with up to @threads threads. */
+gpointer *
+backend_fan_out (GPtrArray *items, guint threads, gpointer (*func) (gpointer, gpointer), gpointer data)
+{
+  FanOut f = { items, 0, func, data, g_new0 (gpointer, items->len + 1) };
+  g_autoptr(GPtrArray) workers = g_ptr_array_new ();
+  guint n = MIN (MAX (threads, 1u), items->len);
+
+  for (guint i = 1; i < n; i++)
+    g_ptr_array_add (workers, g_thread_new ("twed-host", fan_out_worker, &f));
+  fan_out_worker (&f);
+  for (guint i = 0; i < workers->len; i++)
+    g_thread_join (g_ptr_array_index (workers, i));
+  return f.results;
+}
+
+static gpointer
+refresh_func (gpointer item, gpointer data G_GNUC_UNUSED)
+{
+  return refresh_host (item);
+}
+
+GPtrArray *
+twed_backend_inventory (TwedBackend *b, const char *only_host)
+{
+  g_autoptr(GPtrArray) todo = g_ptr_array_new ();
+  g_autofree gpointer *results = NULL;
+  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+
+  for (guint i = 0; i < b->hosts->len; i++)
+    {
+      BackendHost *h = g_ptr_array_index (b->hosts, i);
+
+      if (!only_host || g_str_equal (only_host, h->name))
+        g_ptr_array_add (todo, h);
+    }
+  results = backend_fan_out (todo, b->opts.threads, refresh_func, NULL);
+  for (guint i = 0; i < todo->len; i++)
+    g_ptr_array_add (out, results[i]);
+  return out;
+}
+
+TwedBackend *
+twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
+{
+  TwedBackend *b = g_new0 (TwedBackend, 1);
+
+  b->opts = *opts;
+  if (!b->opts.reconnect_max)
+    b->opts.reconnect_max = 60;
+  b->hosts = g_ptr_array_new ();
+  for (guint i = 0; i < specs->len; i++)
+    {
+      TwedHostSpec *s = g_ptr_array_index (specs, i);
+      BackendHost *h = g_new0 (BackendHost, 1);
+
+      h->backend = b;
+      h->name = g_strdup (s->name);
+      h->uri = g_strdup (s->uri);
+      g_mutex_init (&h->lock);
+      h->cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) cached_free);
+      g_mutex_init (&h->dirty_lock);
+      h->dirty = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      h->cb_lifecycle = h->cb_tunable = h->cb_metadata = -1;
+      g_ptr_array_add (b->hosts, h);
+    }
+  return b;
+}
+
+void
+twed_backend_free (TwedBackend *b)
+{
+  if (!b)
+    return;
+  for (guint i = 0; i < b->hosts->len; i++)
+    {
+      BackendHost *h = g_ptr_array_index (b->hosts, i);
+
+      g_mutex_lock (&h->lock);
+      disconnect_locked (h);
+      g_mutex_unlock (&h->lock);
+      g_mutex_clear (&h->lock);
+      g_hash_table_unref (h->cache);
+      g_hash_table_unref (h->dirty);
+      g_mutex_clear (&h->dirty_lock);
+      g_free (h->name);
+      g_free (h->uri);
+      g_free (h->last_error);
+      g_free (h);
+    }
+  g_ptr_array_unref (b->hosts);
+  g_free (b);
+}
+
+void
+twed_backend_set_event_func (TwedBackend *b, TwedBackendEventFunc func, gpointer user_data)
+{
+  b->event_func = func;
+  b->event_data = user_data;
+}
+
+void
+twed_backend_counters (TwedBackend *b, guint64 *reads, guint64 *writes)
+{
+  *reads = (guint64) g_atomic_int_get (&b->reads);
+  *writes = (guint64) g_atomic_int_get (&b->writes);
+}
+
+/* For tests: the live connection of @host (e.g. to drive a test:///
+ * driver whose state lives only inside that connection). */
+virConnectPtr
+twed_backend_get_connection (TwedBackend *b, const char *host)
+{
+  for (guint i = 0; i < b->hosts->len; i++)
+    {
+      BackendHost *h = g_ptr_array_index (b->hosts, i);
+
+      if (g_str_equal (h->name, host))
+        return h->conn;
+    }
+  return NULL;
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include "twed-planner.h"
+#include "twed-config.h"
+
+G_BEGIN_DECLS
+
+typedef struct _TwedBackend TwedBackend;
+
+/* Called from libvirt's event thread when an event touched @host. */
+typedef void (*TwedBackendEventFunc) (const char *host, const char *domain,
+                                      const char *what, gpointer user_data);
+
+typedef struct {
+  guint threads;            /* parallel hosts */
+  gboolean readonly;
+  gboolean events;          /* register lifecycle/tunable/metadata events */
+  guint keepalive_interval; /* seconds, 0 = off */
+  guint keepalive_count;
+  guint reconnect_max;      /* backoff ceiling, seconds */
+} TwedBackendOptions;
+
+TwedBackend *twed_backend_new (GPtrArray *specs /* TwedHostSpec */, const TwedBackendOptions *opts);
+void         twed_backend_free (TwedBackend *backend);
+void         twed_backend_set_event_func (TwedBackend *backend, TwedBackendEventFunc func,
+                                          gpointer user_data);
+
+/* Reads every host in parallel (or only @only_host) and returns
+ * TwedHost snapshots with ratios computed. Unreachable hosts are
+ * returned with reachable = FALSE and the reason; never fails. */
+GPtrArray *twed_backend_inventory (TwedBackend *backend, const char *only_host);
+
+/* Applies the plan's changes (only those), in parallel across hosts.
+ * Fills each entry's result/error. Returns the number of failures. */
+guint twed_backend_apply (TwedBackend *backend, TwedPlan *plan, gboolean dry_run);
+
+/* Manual setting: applies @s and marks the VM pinned in its metadata;
+ * with @s NULL removes the mark (back to automatic). All or nothing. */
+gboolean twed_backend_set_manual (TwedBackend *backend, const char *domain,
+                                  const TwedSetting *s, gboolean optout, GError **error);
+
+/* libvirt calls made so far: reads and writes, all hosts. */
+void twed_backend_counters (TwedBackend *backend, guint64 *reads, guint64 *writes);
+
+/* For tests only. */
+struct _virConnect;
+struct _virConnect *twed_backend_get_connection (TwedBackend *backend, const char *host);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedBackend, twed_backend_free)
+
+G_END_DECLS

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+
+G_BEGIN_DECLS
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (virDomain, virDomainFree)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (virConnect, virConnectClose)
+
+/* Silences libvirt's default stderr error printer: errors reach the
+ * user once, through GError. Call before any other libvirt call. */
+void twed_libvirt_init (gboolean event_loop);
+/* Stops the event thread started by twed_libvirt_init (TRUE). */
+void twed_libvirt_shutdown (void);
+
+/* Sets @error from libvirt's thread-local last error. */
+void twed_set_libvirt_error (GError **error, const char *what);
+
+G_END_DECLS

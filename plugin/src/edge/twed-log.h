@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+/* Structured fields, so that journalctl TWED_HOST=… TWED_DOMAIN=… works. */
+#define TWED_LOG_FIELD_HOST "TWED_HOST"
+#define TWED_LOG_FIELD_DOMAIN "TWED_DOMAIN"
+#define TWED_LOG_FIELD_CHANGE "TWED_CHANGE"
+#define TWED_LOG_FIELD_EVENT "TWED_EVENT"
+
+typedef enum {
+  TWED_LOG_QUIET,   /* warnings and errors only */
+  TWED_LOG_NORMAL,  /* + info */
+  TWED_LOG_DEBUG,   /* + debug */
+} TwedLogVerbosity;
+
+/* Installs the writer: journald when stderr is the journal, otherwise
+ * one line per message on stderr with the fields as key=value. */
+void twed_log_init (TwedLogVerbosity verbosity);
+
+void twed_log_host (GLogLevelFlags level, const char *host, const char *fmt, ...) G_GNUC_PRINTF (3, 4);
+void twed_log_domain (GLogLevelFlags level, const char *host, const char *domain,
+                      const char *fmt, ...) G_GNUC_PRINTF (4, 5);
+void twed_log_change (const char *host, const char *domain, const char *from, const char *to,
+                      const char *reason);
+void twed_log_event (const char *host, const char *domain, const char *what);
+
+G_END_DECLS

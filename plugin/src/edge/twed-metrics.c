@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+#include "twed-metrics.h"
+
+#include <gio/gio.h>
+
+static void
+escape_label (GString *out, const char *value)
+{
+  for (const char *p = value ? value : ""; *p; p++)
+    {
+      if (*p == '\\' || *p == '"')
+        g_string_append_c (out, '\\');
+      if (*p == '\n')
+        {
+          g_string_append (out, "\\n");
+          continue;
+        }
+      g_string_append_c (out, *p);
+    }
+}
+
+static void
+family (GString *s, const char *name, const char *type, const char *help)
+{
+  g_string_append_printf (s, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void
+sample_host (GString *s, const char *name, const char *host, double value)
+{
+  g_string_append_printf (s, "%s{host=\"", name);
+  escape_label (s, host);
+  g_string_append_printf (s, "\"} %.6g\n", value);
+}
+
+char *
+twed_metrics_render (const TwedPlan *plan, const TwedCounters *c)
+{
+  GString *s = g_string_new (NULL);
+
+  family (s, "twed_cycles_total", "counter", "Planning cycles run.");
+  g_string_append_printf (s, "twed_cycles_total %" G_GUINT64_FORMAT "\n", c->cycles);
+  family (s, "twed_changes_applied_total", "counter", "TWED changes applied.");
+  g_string_append_printf (s, "twed_changes_applied_total %" G_GUINT64_FORMAT "\n", c->changes_applied);
+  family (s, "twed_changes_failed_total", "counter", "TWED changes that failed.");
+  g_string_append_printf (s, "twed_changes_failed_total %" G_GUINT64_FORMAT "\n", c->changes_failed);
+  family (s, "twed_policy_errors_total", "counter", "Policy loads rejected (last good kept).");
+  g_string_append_printf (s, "twed_policy_errors_total %" G_GUINT64_FORMAT "\n", c->policy_errors);
+  family (s, "twed_policy_ok", "gauge", "1 if the last policy load succeeded.");
+  g_string_append_printf (s, "twed_policy_ok %d\n", c->policy_ok ? 1 : 0);
+  family (s, "twed_policy_loaded_timestamp_seconds", "gauge", "When the policy in force was loaded.");
+  g_string_append_printf (s, "twed_policy_loaded_timestamp_seconds %" G_GINT64_FORMAT "\n", c->policy_loaded_at);
+  family (s, "twed_libvirt_reads_total", "counter", "libvirt read calls.");
+  g_string_append_printf (s, "twed_libvirt_reads_total %" G_GUINT64_FORMAT "\n", c->libvirt_reads);
+  family (s, "twed_libvirt_writes_total", "counter", "libvirt write calls.");
+  g_string_append_printf (s, "twed_libvirt_writes_total %" G_GUINT64_FORMAT "\n", c->libvirt_writes);
+  family (s, "twed_cycle_seconds", "gauge", "Wall time of the last cycle.");
+  g_string_append_printf (s, "twed_cycle_seconds %.6f\n", c->cycle_seconds);
+
+  if (plan)
+    {
+      family (s, "twed_host_up", "gauge", "1 if the host answered in the last cycle.");
+      for (guint i = 0; i < plan->hosts->len; i++)
+        {
+          const TwedPlanHost *h = g_ptr_array_index (plan->hosts, i);
+
+          sample_host (s, "twed_host_up", h->name, h->reachable);
+        }
+      family (s, "twed_host_ratio", "gauge", "vCPUs per pCPU of the host's shared pool.");
+      for (guint i = 0; i < plan->hosts->len; i++)
+        {
+          const TwedPlanHost *h = g_ptr_array_index (plan->hosts, i);
+
+          if (h->reachable)
+            sample_host (s, "twed_host_ratio", h->name, h->ratio);
+        }
+      /* Each family's samples must form one group. */
+      for (guint k = 0; k < 3; k++)
+        {
+          static const char *const names[] = { "twed_vm_ratio", "twed_vm_delay", "twed_vm_target_delay" };
+          static const char *const help[] = {
+            "Mean load of the pCPUs the VM may run on.",
+            "Current TWEDEL of the VM (0 when off), by mode.",
+            "TWEDEL the plan wants for the VM, by mode.",
+          };
+
+          family (s, names[k], "gauge", help[k]);
+          for (guint i = 0; i < plan->entries->len; i++)
+            {
+              const TwedPlanEntry *e = g_ptr_array_index (plan->entries, i);
+              const TwedSetting *st = k == 1 ? &e->current : &e->target;
+
+              g_string_append_printf (s, "%s{host=\"", names[k]);
+              escape_label (s, e->host);
+              g_string_append (s, "\",domain=\"");
+              escape_label (s, e->domain);
+              if (k == 0)
+                g_string_append_printf (s, "\"} %.6g\n", e->ratio);
+              else
+                g_string_append_printf (s, "\",mode=\"%s\"} %u\n", twed_mode_to_string (st->mode), st->delay);
+            }
+        }
+    }
+  return g_string_free (s, FALSE);
+}
+
+gboolean
+twed_metrics_write_textfile (const char *path, const char *text, GError **error)
+{
+  /* g_file_set_contents writes a temporary file and renames it, so the
+   * collector never reads half a file. */
+  return g_file_set_contents_full (path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0644, error);
+}
+
+#if HAVE_LIBSOUP
+#include <libsoup/soup.h>
+
+struct _TwedMetricsServer {
+  SoupServer *server;
+  char *text;
+};
+
+static void
+handle_metrics (SoupServer *server G_GNUC_UNUSED, SoupServerMessage *msg, const char *path G_GNUC_UNUSED,
+                GHashTable *query G_GNUC_UNUSED, gpointer data)
+{
+  TwedMetricsServer *self = data;
+  const char *text = self->text ? self->text : "";
+
+  if (g_strcmp0 (soup_server_message_get_method (msg), "GET") != 0)
+    {
+      soup_server_message_set_status (msg, SOUP_STATUS_METHOD_NOT_ALLOWED, NULL);
+      return;
+    }
+  soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
+  soup_server_message_set_response (msg, "text/plain; version=0.0.4", SOUP_MEMORY_COPY, text, strlen (text));
+}
+
+TwedMetricsServer *
+twed_metrics_server_new (const char *listen, GError **error)
+{
+  g_autoptr(GSocketAddress) addr = NULL;
+  g_autoptr(GSocketConnectable) conn = NULL;
+  g_autoptr(GError) local = NULL;
+  TwedMetricsServer *self;
+
+  if (!(conn = g_network_address_parse (listen, 0, &local)))
+    {
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT, "[metrics] listen '%s': %s", listen,
+                   local->message);
+      return NULL;
+    }
+  {
+    GNetworkAddress *na = G_NETWORK_ADDRESS (conn);
+    g_autoptr(GInetAddress) ia = g_inet_address_new_from_string (g_network_address_get_hostname (na));
+
+    if (!ia || g_network_address_get_port (na) == 0)
+      {
+        g_set_error (error, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+                     "[metrics] listen '%s': want IP:PORT (e.g. 127.0.0.1:9777)", listen);
+        return NULL;
+      }
+    addr = g_inet_socket_address_new (ia, g_network_address_get_port (na));
+  }
+  self = g_new0 (TwedMetricsServer, 1);
+  self->server = soup_server_new ("server-header", "twedd", NULL);
+  soup_server_add_handler (self->server, "/metrics", handle_metrics, self, NULL);
+  if (!soup_server_listen (self->server, addr, 0, error))
+    {
+      twed_metrics_server_free (self);
+      return NULL;
+    }
+  return self;
+}
+
+void
+twed_metrics_server_update (TwedMetricsServer *self, const char *text)
+{
+  g_free (self->text);
+  self->text = g_strdup (text);
+}
+
+void
+twed_metrics_server_free (TwedMetricsServer *self)
+{
+  if (!self)
+    return;
+  g_clear_object (&self->server);
+  g_free (self->text);
+  g_free (self);
+}
+
+#else
+
+struct _TwedMetricsServer {
+  int unused;
+};
+
+TwedMetricsServer *
+twed_metrics_server_new (const char *listen, GError **error)
+{
+  g_set_error (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+               "[metrics] listen=%s needs twed built with libsoup-3.0 (-Dmetrics_http=enabled)", listen);
+  return NULL;
+}
+
+void
+twed_metrics_server_update (TwedMetricsServer *self G_GNUC_UNUSED, const char *text G_GNUC_UNUSED)
+{
+}
+
+void
+twed_metrics_server_free (TwedMetricsServer *self)
+{
+  g_free (self);
+}
+
+#endif

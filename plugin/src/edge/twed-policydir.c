@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "twed-policydir.h"
+
+#include <gio/gio.h>
+
+/* Policies are small; a cap keeps a stray huge file from eating memory. */
+#define POLICY_MAX_BYTES (1024 * 1024)
+
+static gboolean
+load_one (TwedPolicySet *set, const char *path, GError **error)
+{
+  g_autofree char *data = NULL;
+  gsize len = 0;
+  TwedPolicy *pol;
+
+  if (!g_file_get_contents (path, &data, &len, error))
+    return FALSE;
+  if (len > POLICY_MAX_BYTES)
+    {
+      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "%s: larger than %d bytes", path,
+                   POLICY_MAX_BYTES);
+      return FALSE;
+    }
+  if (!(pol = twed_policy_parse (data, len, path, error)))
+    return FALSE;
+  return twed_policy_set_add (set, pol, error);
+}
+
+TwedPolicySet *
+twed_policy_files_load (const char *const *files, GError **error)
+{
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+
+  for (guint i = 0; files && files[i]; i++)
+    if (!load_one (set, files[i], error))
+      return NULL;
+  return g_steal_pointer (&set);
+}
+
+static int
+cmp_str (gconstpointer a, gconstpointer b)
+{
+  return g_strcmp0 (*(char *const *) a, *(char *const *) b);
+}
+
+TwedPolicySet *
+twed_policy_dir_load (const char *dir, GError **error)
+{
+  g_autoptr(GDir) d = NULL;
+  g_autoptr(GError) local = NULL;
+  g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func (g_free);
+  const char *name;
+
+  if (!(d = g_dir_open (dir, 0, &local)))
+    {
+      if (g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+        return twed_policy_set_new ();
+      g_propagate_error (error, g_steal_pointer (&local));
+      return NULL;
+    }
+  /* Hidden and editor temp files are not policies. */
+  while ((name = g_dir_read_name (d)))
+    if (g_str_has_suffix (name, ".json") && name[0] != '.')
+      g_ptr_array_add (files, g_build_filename (dir, name, NULL));
+  g_ptr_array_sort (files, cmp_str);
+  g_ptr_array_add (files, NULL);
+  return twed_policy_files_load ((const char *const *) files->pdata, error);
+}

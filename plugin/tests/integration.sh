@@ -1,0 +1,128 @@
+#!/bin/sh
+# twedctl and twedd against several libvirt test-driver hosts at once.
+# Usage: integration.sh TWEDCTL DEMO_DIR DATA_DIR SCHEMAS_DIR
+set -u
+twedctl=$1 demo=$2 data=$3 schemas=$4
+twedd=$(dirname "$twedctl")/../twedd/twedd
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+n=0
+
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
+check() { # DESCRIPTION COMMAND...: passes when COMMAND succeeds
+    desc=$1; shift
+    if "$@"; then ok "$desc"; else not_ok "$desc"; fi
+}
+expect_rc() { # WANT DESCRIPTION COMMAND...: output in $tmp/out, $tmp/err
+    want=$1 desc=$2; shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$desc (exit $rc)"; else
+        not_ok "$desc (exit $rc, want $want)"; sed 's/^/# /' "$tmp/err" "$tmp/out"; fi
+}
+
+sed "s#@DEMO@#$demo#g" "$data/hosts.in" >"$tmp/hosts"
+: >"$tmp/empty.conf"
+H="--hosts-file $tmp/hosts -P $demo/policies.d"
+has_api=no
+"$twedctl" --version | grep -q 'API: yes' && has_api=yes
+
+# Several hosts, one unreachable: reported, the others proceed.
+expect_rc 3 "hosts: unreachable host gives exit 3" "$twedctl" hosts $H
+check "hosts: three hosts up" [ "$(grep -c ' up ' "$tmp/out")" -eq 3 ]
+check "hosts: down reported with reason" grep -q 'down .*unreachable.*nonexistent' "$tmp/out"
+check "hosts: ratios 1.00 / 2.00 / 4.00" sh -c "grep -q 'host-a .* 1.00 ' '$tmp/out' && grep -q 'host-b .* 2.00 ' '$tmp/out' && grep -q 'host-c .* 4.00 ' '$tmp/out'"
+
+expect_rc 3 "plan --json" "$twedctl" plan --json $H
+check "plan --json matches schemas/twed-plan.schema.json" /usr/bin/python3 -c '
+import json, sys, jsonschema
+schema = json.load(open(sys.argv[1])); doc = json.load(open(sys.argv[2]))
+jsonschema.Draft202012Validator(schema).validate(doc)
+s = doc["summary"]
+assert s["changes"] == 5 and s["skipped"] == 1 and s["unreachable"] == 1, s
+opt = [v for v in doc["vms"] if v["domain"] == "legacy-1"][0]
+assert opt["action"] == "skip" and "opted out" in opt["reason"], opt
+batch = [v for v in doc["vms"] if v["domain"] == "batch-1"][0]
+assert batch["policy"] == "batch-flavors" and batch["target"]["mode"] == "dynamic", batch
+' "$schemas/twed-plan.schema.json" "$tmp/out"
+
+expect_rc 0 "status on reachable hosts" "$twedctl" status -c "test://$demo/host-b.xml" -P "$demo/policies.d"
+check "status: web-1 shown with its policy" grep -q 'web-1 .*running .* off .*default .*auto' "$tmp/out"
+
+# Bad input: a clear error naming the culprit, exit 2, nothing done.
+mkdir -p "$tmp/badpol"
+cp "$demo/policies.d/"*.json "$data/bad-long-delay.json" "$tmp/badpol/"
+expect_rc 2 "bad policy in the directory" "$twedctl" plan --hosts-file "$tmp/hosts" -P "$tmp/badpol"
+check "bad policy: file and JSON path named" grep -q 'bad-long-delay.json: \$.beyond.delay: 9 exceeds 5' "$tmp/err"
+expect_rc 2 "bad URI" "$twedctl" plan -c 'not a uri' -P "$demo/policies.d"
+check "bad URI: named" grep -q "not a uri" "$tmp/err"
+expect_rc 2 "bad configuration key" "$twedctl" plan --config "$data/bad.conf" $H
+check "bad configuration: group and key named" grep -q "\[twed\] unknown key 'bogus'" "$tmp/err"
+expect_rc 2 "no hosts" "$twedctl" plan --config "$tmp/empty.conf" -P "$demo/policies.d"
+expect_rc 2 "unknown option" "$twedctl" plan --frobnicate
+expect_rc 2 "set: long delay refused" "$twedctl" set web-1 --mode fixed --delay 7 $H
+expect_rc 2 "set: fixed with --min refused" "$twedctl" set web-1 --mode fixed --delay 2 --min 1 $H
+expect_rc 2 "policy check: invalid" "$twedctl" policy check "$data/bad-long-delay.json"
+expect_rc 0 "policy check: demo policies" "$twedctl" policy check "$demo/policies.d/"*.json
+expect_rc 0 "apply --dry-run" "$twedctl" apply --dry-run -c "test://$demo/host-b.xml" -P "$demo/policies.d"
+check "apply --dry-run: two would be applied" grep -q 'dry run: 2 change' "$tmp/out"
+
+if [ $has_api = no ]; then
+    expect_rc 4 "apply without the twed API" "$twedctl" apply $H
+    check "apply without the API says why" grep -q 'applying needs the twed libvirt API' "$tmp/err"
+    expect_rc 4 "set without the twed API" "$twedctl" set web-1 --mode fixed --delay 2 $H
+else
+    expect_rc 3 "apply with one host down" "$twedctl" apply --status $H
+    check "apply: five applied" grep -q 'applied 5, failed 0' "$tmp/out"
+    check "apply --status shows new values" grep -q 'web-1 .*running .* fixed:3 ' "$tmp/out"
+    expect_rc 0 "set pins a VM" "$twedctl" set web-1 --mode fixed --delay 2 -c "test://$demo/host-b.xml"
+fi
+
+# The metadata forms twedctl set writes, and the demo's opt-out, follow
+# schemas/twed-metadata.rng.
+if command -v xmllint >/dev/null; then
+    for x in "<policy xmlns='urn:twed:libvirt:1' manage='no'/>" \
+             "<policy xmlns='urn:twed:libvirt:1' manage='pinned' mode='fixed' delay='2'/>" \
+             "<policy xmlns='urn:twed:libvirt:1' manage='pinned' mode='dynamic' delay='2' min='1' max='4'/>" \
+             "<policy xmlns='urn:twed:libvirt:1' manage='pinned' mode='off'/>"; do
+        check "metadata RNG accepts $x" sh -c "echo \"\$1\" | xmllint --noout --relaxng '$schemas/twed-metadata.rng' - 2>/dev/null" _ "$x"
+    done
+    check "metadata RNG rejects a pin without delay" sh -c "! echo \"<policy xmlns='urn:twed:libvirt:1' manage='pinned' mode='fixed'/>\" | xmllint --noout --relaxng '$schemas/twed-metadata.rng' - 2>/dev/null"
+fi
+
+# The daemon: a few cycles, a new policy, a bad one, SIGHUP, SIGTERM.
+mkdir -p "$tmp/pol"
+cp "$demo/policies.d/"*.json "$tmp/pol/"
+"$twedd" --config "$tmp/empty.conf" -P "$tmp/pol" -i 1 --metrics-textfile "$tmp/m.prom" --dry-run \
+    -c "test://$demo/host-b.xml" -c "test://$demo/host-c.xml" -c down=test:///nonexistent/down.xml \
+    2>"$tmp/log" &
+pid=$!
+wait_for() { # SECONDS COMMAND...
+    t=$(($1 * 10)); shift
+    while [ $t -gt 0 ]; do "$@" 2>/dev/null && return 0; sleep 0.1; t=$((t - 1)); done
+    return 1
+}
+check "twedd: first cycle" wait_for 5 grep -q 'twed_vm_target_delay{host="host-b",domain="web-1",mode="fixed"} 3' "$tmp/m.prom"
+check "twedd: unreachable host reported" grep -q 'host=down: unreachable' "$tmp/log"
+cp "$data/web-override.json" "$tmp/pol/20-web.json"
+check "twedd: new policy takes effect" wait_for 5 grep -q 'twed_vm_target_delay{host="host-b",domain="web-1",mode="fixed"} 1' "$tmp/m.prom"
+cp "$data/bad-long-delay.json" "$tmp/pol/30-bad.json"
+check "twedd: bad policy logged with path and reason" wait_for 5 grep -q 'policy rejected, keeping the last good set: .*30-bad.json: \$.beyond.delay' "$tmp/log"
+check "twedd: policy_ok 0 while bad" wait_for 3 grep -q '^twed_policy_ok 0' "$tmp/m.prom"
+sleep 1.2
+check "twedd: last good policy still in force" grep -q 'twed_vm_target_delay{host="host-b",domain="web-1",mode="fixed"} 1' "$tmp/m.prom"
+rm "$tmp/pol/30-bad.json"
+check "twedd: fixed directory loads again" wait_for 5 grep -q '^twed_policy_ok 1' "$tmp/m.prom"
+kill -HUP $pid
+check "twedd: SIGHUP reloads" wait_for 5 grep -q 'SIGHUP: reloading' "$tmp/log"
+kill -TERM $pid
+wait $pid
+rc=$?
+check "twedd: clean exit on SIGTERM (exit $rc)" [ $rc -eq 0 ]
+check "twedd: several cycles ran" [ "$(sed -n 's/^twed_cycles_total //p' "$tmp/m.prom")" -ge 3 ]
+[ $fails -eq 0 ] || sed 's/^/# twedd: /' "$tmp/log" | tail -30
+
+echo "1..$n"
+[ $fails -eq 0 ]

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The daemon engine against the libvirt test driver: a domain started
+ * on the engine's own connection (test:/// state lives only there)
+ * must trigger a pass over that host alone, which sees the new VM. */
+#include "config.h"
+#include "twedd-engine.h"
+#include "twed-libvirt.h"
+#include "twed-log.h"
+
+static const char *demo_dir;
+
+static gboolean
+wait_for (gboolean (*cond) (TwedEngine *), TwedEngine *e, guint ms)
+{
+  gint64 end = g_get_monotonic_time () + (gint64) ms * 1000;
+
+  while (!cond (e) && g_get_monotonic_time () < end)
+    g_main_context_iteration (NULL, FALSE), g_usleep (10000);
+  return cond (e);
+}
+
+static gboolean
+one_cycle (TwedEngine *e)
+{
+  return twed_engine_get_counters (e)->cycles >= 1;
+}
+
+static const TwedPlanEntry *find (const TwedPlan *plan, const char *dom);
+
+static gboolean
+staging_running (TwedEngine *e)
+{
+  return find (twed_engine_get_last_plan (e), "staging-1")->active;
+}
+
+static const TwedPlanEntry *
+find (const TwedPlan *plan, const char *dom)
+{
+  for (guint i = 0; i < plan->entries->len; i++)
+    {
+      const TwedPlanEntry *en = g_ptr_array_index (plan->entries, i);
+
+      if (g_str_equal (en->domain, dom))
+        return en;
+    }
+  g_error ("no plan entry for %s", dom);
+}
+
+static void
+test_start_event (void)
+{
+  TwedConfig *config = twed_config_new ();
+  g_autoptr(TwedEngine) e = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *uri = g_strdup_printf ("test://%s/host-c.xml", demo_dir);
+  g_autofree char *uri_b = g_strdup_printf ("test://%s/host-b.xml", demo_dir);
+  g_autoptr(virDomain) dom = NULL;
+  const TwedPlanEntry *staging, *batch;
+  guint event_cycles;
+
+  g_free (config->policy_dir);
+  config->policy_dir = g_build_filename (demo_dir, "policies.d", NULL);
+  config->interval = 3600; /* only the first pass and events */
+  g_assert_true (twed_config_add_host (config, NULL, uri, NULL));
+  g_assert_true (twed_config_add_host (config, NULL, uri_b, NULL));
+  e = twed_engine_new (config, TRUE);
+  g_assert_true (twed_engine_start (e, &error));
+  g_assert_no_error (error);
+  g_assert_true (wait_for (one_cycle, e, 5000));
+
+  staging = find (twed_engine_get_last_plan (e), "staging-1");
+  g_assert_false (staging->active);
+  batch = find (twed_engine_get_last_plan (e), "batch-1");
+  g_assert_cmpfloat_with_epsilon (batch->ratio, 4.0, 1e-9);
+
+  dom = virDomainLookupByName (twed_backend_get_connection (twed_engine_get_backend (e), "host-c"), "staging-1");
+  g_assert_nonnull (dom);
+  event_cycles = twed_engine_get_event_cycles (e);
+  g_assert_cmpint (virDomainCreate (dom), ==, 0);
+  g_assert_true (wait_for (staging_running, e, 5000));
+  g_assert_cmpuint (twed_engine_get_event_cycles (e), >, event_cycles);
+
+  /* The pass covered host-c; host-b's part of the plan is kept. */
+  staging = find (twed_engine_get_last_plan (e), "staging-1");
+  g_assert_true (staging->active);
+  batch = find (twed_engine_get_last_plan (e), "batch-1");
+  g_assert_cmpfloat_with_epsilon (batch->ratio, 4.5, 1e-9);
+  g_assert_nonnull (find (twed_engine_get_last_plan (e), "web-1"));
+  g_assert_cmpuint (twed_engine_get_last_plan (e)->hosts->len, ==, 2);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  if (argc < 2)
+    g_error ("usage: test-events DEMO_DIR");
+  demo_dir = argv[1];
+  twed_log_init (g_getenv ("TWED_TEST_VERBOSE") ? TWED_LOG_DEBUG : TWED_LOG_QUIET);
+  twed_libvirt_init (TRUE);
+  g_test_add_func ("/engine/start-event", test_start_event);
+  {
+    int rc = g_test_run ();
+
+    twed_libvirt_shutdown ();
+    return rc;
+  }
+}

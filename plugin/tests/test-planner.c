@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "test-util.h"
+
+/* One host of @ncpus pCPUs with one unpinned VM per entry of @vcpus. */
+static TwedHost *
+make_host (const char *name, guint ncpus, const guint *vcpus, guint n)
+{
+  TwedHost *h = twed_host_new (name, "test:///x");
+
+  h->reachable = TRUE;
+  h->ncpus = ncpus;
+  for (guint i = 0; i < n; i++)
+    {
+      g_autofree char *dn = g_strdup_printf ("%s-vm%u", name, i);
+
+      add_dom (h, dn, vcpus[i], NULL);
+    }
+  twed_host_compute (h);
+  return h;
+}
+
+static TwedPlan *
+plan_hosts (GPtrArray *hosts, TwedPolicySet *set)
+{
+  TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0 };
+
+  return twed_plan_build (hosts, set, &o);
+}
+
+static TwedPlanEntry *
+entry (TwedPlan *plan, guint i)
+{
+  return g_ptr_array_index (plan->entries, i);
+}
+
+/* Built-in bands: <=1 off, (1,2] fixed:3, >2 dynamic:3[1..5]. */
+static void
+test_band_edges (void)
+{
+  static const struct { guint vcpus; guint ncpus; TwedMode mode; } cases[] = {
+    { 4, 4, TWED_MODE_OFF }, { 3, 4, TWED_MODE_OFF }, { 5, 4, TWED_MODE_FIXED },
+    { 8, 4, TWED_MODE_FIXED }, { 9, 4, TWED_MODE_DYNAMIC }, { 64, 4, TWED_MODE_DYNAMIC },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+      g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+      g_autoptr(TwedPlan) plan = NULL;
+
+      g_ptr_array_add (hosts, make_host ("h", cases[i].ncpus, &cases[i].vcpus, 1));
+      plan = plan_hosts (hosts, set);
+      g_assert_cmpuint (plan->entries->len, ==, 1);
+      g_assert_cmpuint (entry (plan, 0)->target.mode, ==, cases[i].mode);
+      g_assert_cmpuint (entry (plan, 0)->action, ==,
+                        cases[i].mode == TWED_MODE_OFF ? TWED_ACTION_KEEP : TWED_ACTION_CHANGE);
+    }
+}
+
+/* A VM whose ratio wanders around the 2.0 boundary changes at most
+ * once in 100 cycles thanks to the hysteresis margin. */
+static void
+test_hysteresis (void)
+{
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+  TwedSetting current = { TWED_MODE_OFF, 0, 0, 0 };
+  guint changes = 0;
+
+  for (guint cycle = 0; cycle < 100; cycle++)
+    {
+      g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+      g_autoptr(TwedPlan) plan = NULL;
+      /* 100 pCPUs, 195..205 vCPUs: ratio 1.95..2.05 */
+      guint vcpus = 195 + (cycle * 7) % 11;
+      TwedHost *h = make_host ("h", 100, &vcpus, 1);
+
+      ((TwedDomain *) g_ptr_array_index (h->domains, 0))->twed = current;
+      g_ptr_array_add (hosts, h);
+      plan = plan_hosts (hosts, set);
+      if (entry (plan, 0)->action == TWED_ACTION_CHANGE)
+        {
+          changes++;
+          current = entry (plan, 0)->target;
+        }
+    }
+  g_assert_cmpuint (changes, <=, 1);
+
+  /* Without hysteresis the same walk flaps. */
+  {
+    g_autoptr(TwedPolicySet) flappy = twed_policy_set_new ();
+    TwedSetting cur = { TWED_MODE_FIXED, 3, 3, 3 };
+    guint flaps = 0;
+
+    flappy->fallback->hysteresis = 0;
+    for (guint cycle = 0; cycle < 100; cycle++)
+      {
+        g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+        g_autoptr(TwedPlan) plan = NULL;
+        guint vcpus = 195 + (cycle * 7) % 11;
+        TwedHost *h = make_host ("h", 100, &vcpus, 1);
+
+        ((TwedDomain *) g_ptr_array_index (h->domains, 0))->twed = cur;
+        g_ptr_array_add (hosts, h);
+        plan = plan_hosts (hosts, flappy);
+        if (entry (plan, 0)->action == TWED_ACTION_CHANGE)
+          {
+            flaps++;
+            cur = entry (plan, 0)->target;
+          }
+      }
+    g_assert_cmpuint (flaps, >, 10);
+  }
+}
+
+static void
+test_rate_limits (void)
+{
+  const char *json = "{\"version\":1,\"name\":\"lim\",\"beyond\":{\"mode\":\"fixed\",\"delay\":2},"
+                     "\"max_changes_per_cycle\":{\"host\":2,\"global\":3}}";
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+  g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+  g_autoptr(TwedPlan) plan = NULL;
+  const guint vcpus[] = { 1, 1, 1 };
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (json, strlen (json), "lim.json", NULL), NULL));
+  g_ptr_array_add (hosts, make_host ("a", 1, vcpus, 3));
+  g_ptr_array_add (hosts, make_host ("b", 1, vcpus, 3));
+  plan = plan_hosts (hosts, set);
+  g_assert_cmpuint (twed_plan_count (plan, TWED_ACTION_CHANGE), ==, 3);
+  g_assert_cmpuint (twed_plan_count (plan, TWED_ACTION_DEFER), ==, 3);
+  for (guint h = 0; h < 2; h++)
+    {
+      guint n = 0;
+
+      for (guint i = 0; i < plan->entries->len; i++)
+        n += entry (plan, i)->action == TWED_ACTION_CHANGE && g_str_equal (entry (plan, i)->host, h ? "b" : "a");
+      g_assert_cmpuint (n, <=, 2);
+    }
+
+  /* The configuration's global cap applies on top. */
+  {
+    g_autoptr(TwedPlan) capped = NULL;
+    TwedPlanOptions o = { "", 1 };
+
+    capped = twed_plan_build (hosts, set, &o);
+    g_assert_cmpuint (twed_plan_count (capped, TWED_ACTION_CHANGE), ==, 1);
+  }
+}
+
+static void
+test_optout_pinned_notwed (void)
+{
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+  g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+  g_autoptr(TwedPlan) plan = NULL;
+  const guint vcpus[] = { 4, 4, 4 };
+  TwedHost *h = make_host ("a", 2, vcpus, 3);
+  TwedHost *no = make_host ("b", 2, vcpus, 1);
+  TwedHost *down = twed_host_new ("c", "qemu+ssh://c/system");
+
+  ((TwedDomain *) g_ptr_array_index (h->domains, 0))->manage = TWED_MANAGE_OPTOUT;
+  ((TwedDomain *) g_ptr_array_index (h->domains, 1))->manage = TWED_MANAGE_PINNED;
+  no->support = TWED_SUPPORT_NO;
+  down->error = g_strdup ("cannot connect");
+  g_ptr_array_add (hosts, h);
+  g_ptr_array_add (hosts, no);
+  g_ptr_array_add (hosts, down);
+  plan = plan_hosts (hosts, set);
+  g_assert_cmpuint (plan->entries->len, ==, 4);
+  g_assert_cmpuint (entry (plan, 0)->action, ==, TWED_ACTION_SKIP);
+  g_assert_nonnull (strstr (entry (plan, 0)->reason, "opted out"));
+  g_assert_cmpuint (entry (plan, 1)->action, ==, TWED_ACTION_SKIP);
+  g_assert_nonnull (strstr (entry (plan, 1)->reason, "pinned"));
+  g_assert_cmpuint (entry (plan, 2)->action, ==, TWED_ACTION_CHANGE);
+  g_assert_cmpuint (entry (plan, 3)->action, ==, TWED_ACTION_SKIP);
+  g_assert_nonnull (strstr (entry (plan, 3)->reason, "no TWED support"));
+  g_assert_cmpuint (twed_plan_unreachable (plan), ==, 1);
+
+  {
+    g_autofree char *json = twed_plan_to_json (plan, FALSE);
+    g_autofree char *table = twed_plan_to_table (plan, TRUE);
+
+    g_assert_nonnull (strstr (json, "\"unreachable\":1"));
+    g_assert_nonnull (strstr (json, "\"action\":\"change\""));
+    g_assert_nonnull (strstr (table, "c            unreachable: cannot connect"));
+  }
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/planner/band-edges", test_band_edges);
+  g_test_add_func ("/planner/hysteresis", test_hysteresis);
+  g_test_add_func ("/planner/rate-limits", test_rate_limits);
+  g_test_add_func ("/planner/optout-pinned-notwed", test_optout_pinned_notwed);
+  return g_test_run ();
+}

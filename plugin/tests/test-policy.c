@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "test-util.h"
+
+#define HEAD "{\"version\":1,\"name\":\"p\","
+
+static TwedPolicy *
+parse (const char *json, GError **error)
+{
+  return twed_policy_parse (json, strlen (json), "t.json", error);
+}
+
+/* Every invalid form names its JSON path. */
+static void
+test_errors (void)
+{
+  static const struct { const char *json; const char *msg; } cases[] = {
+    { "[]", "t.json: $: expected an object" },
+    { "{\"name\":\"p\",\"beyond\":{\"mode\":\"off\"}}", "$: missing required member 'version'" },
+    { HEAD "\"beyond\":{\"mode\":\"off\"},\"x\":1}", "$.x: unknown member" },
+    { HEAD "\"beyond\":{\"mode\":\"fast\"}}", "$.beyond.mode: must be \"off\", \"fixed\" or \"dynamic\"" },
+    { HEAD "\"beyond\":{\"mode\":\"fixed\"}}", "$.beyond: mode \"fixed\" needs \"delay\"" },
+    { HEAD "\"beyond\":{\"mode\":\"off\",\"delay\":1}}", "$.beyond: mode \"off\" takes no" },
+    { HEAD "\"beyond\":{\"mode\":\"fixed\",\"delay\":6}}", "$.beyond.delay: 6 exceeds 5" },
+    { HEAD "\"beyond\":{\"mode\":\"fixed\",\"delay\":1.5}}", "$.beyond.delay: expected an integer" },
+    { HEAD "\"beyond\":{\"mode\":\"dynamic\",\"delay\":1,\"min\":2,\"max\":3}}", "$.beyond: min (2) must not exceed delay (1)" },
+    { HEAD "\"bands\":[{\"up_to\":1,\"mode\":\"off\"},{\"up_to\":\"2\",\"mode\":\"off\"}],\"beyond\":{\"mode\":\"off\"}}", "$.bands[1].up_to: expected a number" },
+    { HEAD "\"bands\":[{\"up_to\":2,\"mode\":\"off\"},{\"up_to\":1,\"mode\":\"off\"}],\"beyond\":{\"mode\":\"off\"}}", "$.bands[1].up_to: 1 must be greater than" },
+    { HEAD "\"match\":{\"hosts\":[\"a\",3]},\"beyond\":{\"mode\":\"off\"}}", "$.match.hosts[1]: expected a string" },
+    { HEAD "\"match\":{\"metadata\":[{\"namespace\":\"u\"}]},\"beyond\":{\"mode\":\"off\"}}", "$.match.metadata[0]: missing required member 'element'" },
+    { HEAD "\"max_changes_per_cycle\":{\"host\":0},\"beyond\":{\"mode\":\"off\"}}", "$.max_changes_per_cycle.host: must be in 1..100000" },
+    { HEAD "\"hysteresis\":3,\"beyond\":{\"mode\":\"off\"}}", "$.hysteresis: must be in 0..2" },
+    { "{\"version\":1,\"name\":\"a b\",\"beyond\":{\"mode\":\"off\"}}", "$.name: 'a b' may only contain" },
+    { HEAD "\"beyond\":{\"mode\":\"off\"},}", "JSON syntax error at line 1 column" },
+    { "", "JSON syntax error" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) e = NULL;
+      g_autoptr(TwedPolicy) p = parse (cases[i].json, &e);
+
+      g_assert_null (p);
+      g_assert_error (e, TWED_ERROR, TWED_ERROR_INVALID);
+      if (!strstr (e->message, cases[i].msg))
+        g_error ("case %u: got '%s', want '%s'", i, e->message, cases[i].msg);
+    }
+}
+
+static void
+test_parse_full (void)
+{
+  const char *json = HEAD "\"priority\":5,\"match\":{\"flavors\":[\"c1.*\"]},"
+                     "\"bands\":[{\"up_to\":1,\"mode\":\"off\"},{\"up_to\":2.5,\"mode\":\"fixed\",\"delay\":2}],"
+                     "\"beyond\":{\"mode\":\"dynamic\",\"delay\":3,\"min\":1,\"max\":5},"
+                     "\"hysteresis\":0.2,\"max_changes_per_cycle\":{\"host\":2,\"global\":3}}";
+  g_autoptr(GError) e = NULL;
+  g_autoptr(TwedPolicy) p = parse (json, &e);
+
+  g_assert_no_error (e);
+  g_assert_cmpstr (p->name, ==, "p");
+  g_assert_cmpint (p->priority, ==, 5);
+  g_assert_cmpuint (p->bands->len, ==, 2);
+  g_assert_cmpuint (twed_policy_band_index (p, 0.5), ==, 0);
+  g_assert_cmpuint (twed_policy_band_index (p, 1.0), ==, 0);
+  g_assert_cmpuint (twed_policy_band_index (p, 1.01), ==, 1);
+  g_assert_cmpuint (twed_policy_band_index (p, 2.5), ==, 1);
+  g_assert_cmpuint (twed_policy_band_index (p, 2.51), ==, 2);
+  g_assert_cmpuint (twed_policy_band_setting (p, 1)->delay, ==, 2);
+  g_assert_cmpuint (twed_policy_band_setting (p, 2)->mode, ==, TWED_MODE_DYNAMIC);
+  g_assert_cmpuint (p->max_per_host, ==, 2);
+  g_assert_cmpuint (p->max_global, ==, 3);
+  g_assert_cmpuint (twed_policy_specificity (p), ==, 1);
+}
+
+static TwedPolicy *
+policy_with (const char *name, int prio, const char *match)
+{
+  g_autofree char *json = g_strdup_printf ("{\"version\":1,\"name\":\"%s\",\"priority\":%d%s%s,"
+                                           "\"beyond\":{\"mode\":\"off\"}}", name, prio,
+                                           match ? ",\"match\":" : "", match ? match : "");
+  g_autofree char *src = g_strdup_printf ("%s.json", name);
+  TwedPolicy *p = twed_policy_parse (json, strlen (json), src, NULL);
+
+  g_assert_nonnull (p);
+  return p;
+}
+
+/* Highest priority, then most specific, then later file; else built-in. */
+static void
+test_precedence (void)
+{
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+  g_autoptr(TwedDomain) d = twed_domain_new ("web-1");
+  g_autoptr(TwedDomain) other = twed_domain_new ("db");
+  g_autoptr(GError) e = NULL;
+  TwedMetaItem *item = twed_meta_item_new ("urn:x", "tier");
+
+  d->flavor = g_strdup ("m1.large");
+  g_hash_table_insert (item->attrs, g_strdup ("level"), g_strdup ("gold"));
+  g_ptr_array_add (d->meta, item);
+
+  g_assert_true (twed_policy_set_add (set, policy_with ("a-any", 0, "{\"domains\":[\"web-*\"]}"), NULL));
+  g_assert_cmpstr (twed_policy_set_lookup (set, "h1", d)->name, ==, "a-any");
+  g_assert_cmpstr (twed_policy_set_lookup (set, "h1", other)->name, ==, "builtin-default");
+  /* more specific wins at equal priority */
+  g_assert_true (twed_policy_set_add (set, policy_with ("b-spec", 0, "{\"domains\":[\"web-*\"],\"hosts\":[\"h?\"]}"), NULL));
+  g_assert_cmpstr (twed_policy_set_lookup (set, "h1", d)->name, ==, "b-spec");
+  g_assert_cmpstr (twed_policy_set_lookup (set, "host2", d)->name, ==, "a-any");
+  /* equal priority and specificity: the later file */
+  g_assert_true (twed_policy_set_add (set, policy_with ("c-spec", 0, "{\"flavors\":[\"m1.*\"],\"hosts\":[\"h1\"]}"), NULL));
+  g_assert_cmpstr (twed_policy_set_lookup (set, "h1", d)->name, ==, "c-spec");
+  /* priority beats specificity */
+  g_assert_true (twed_policy_set_add (set, policy_with ("d-prio", 1, "{\"metadata\":[{\"namespace\":\"urn:x\",\"element\":\"tier\",\"attribute\":\"level\",\"value\":\"g*\"}]}"), NULL));
+  g_assert_cmpstr (twed_policy_set_lookup (set, "h1", d)->name, ==, "d-prio");
+  g_assert_cmpstr (twed_policy_set_lookup (set, "h1", other)->name, ==, "builtin-default");
+  /* duplicate names are refused */
+  g_assert_false (twed_policy_set_add (set, policy_with ("a-any", 0, NULL), &e));
+  g_assert_error (e, TWED_ERROR, TWED_ERROR_INVALID);
+}
+
+static void
+test_default_policy (void)
+{
+  g_autoptr(TwedPolicy) p = twed_policy_new_default ();
+
+  g_assert_cmpuint (twed_policy_band_setting (p, twed_policy_band_index (p, 1.0))->mode, ==, TWED_MODE_OFF);
+  g_assert_cmpuint (twed_policy_band_setting (p, twed_policy_band_index (p, 2.0))->mode, ==, TWED_MODE_FIXED);
+  g_assert_cmpuint (twed_policy_band_setting (p, twed_policy_band_index (p, 9.0))->max, <=, TWED_DELAY_SAFE_LIMIT);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/policy/errors", test_errors);
+  g_test_add_func ("/policy/parse-full", test_parse_full);
+  g_test_add_func ("/policy/precedence", test_precedence);
+  g_test_add_func ("/policy/default", test_default_policy);
+  return g_test_run ();
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "twedctl.h"
+
+int
+twedctl_set (Twedctl *ctl, int argc, char **argv)
+{
+  g_autofree char *mode = NULL;
+  int delay = -1, min = -1, max = -1;
+  gboolean automatic = FALSE, optout = FALSE, allow_long = FALSE;
+  const GOptionEntry entries[] = {
+    { "mode", 'm', 0, G_OPTION_ARG_STRING, &mode, "off, fixed or dynamic", "MODE" },
+    { "delay", 'd', 0, G_OPTION_ARG_INT, &delay, "TWEDEL 0..15 (fixed; start value for dynamic)", "N" },
+    { "min", 0, 0, G_OPTION_ARG_INT, &min, "Dynamic lower clamp 0..15", "N" },
+    { "max", 0, 0, G_OPTION_ARG_INT, &max, "Dynamic upper clamp 0..15", "N" },
+    { "allow-long-delays", 0, 0, G_OPTION_ARG_NONE, &allow_long, "Allow values above 5", NULL },
+    { "auto", 0, 0, G_OPTION_ARG_NONE, &automatic, "Unpin: let the policies manage the VM again", NULL },
+    { "opt-out", 0, 0, G_OPTION_ARG_NONE, &optout, "Opt the VM out: never touched by the plugin", NULL },
+    { NULL }
+  };
+  g_autoptr(GError) error = NULL;
+  TwedSetting s = { TWED_MODE_OFF, 0, 0, 0 };
+  int rc = TWEDCTL_EXIT_OK;
+
+  if (!twedctl_parse (ctl, "set", "DOMAIN", "Set a VM's TWED by hand, live and in its config, and mark "
+                      "it pinned in its metadata (<twed:policy manage='pinned'>) so that the daemon "
+                      "leaves it alone. --auto removes the mark, --opt-out marks it manage='no'.",
+                      entries, &argc, &argv, &rc))
+    return rc;
+  if (argc != 2)
+    return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: want exactly one DOMAIN");
+  if (automatic + optout + (mode != NULL) != 1)
+    return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: give exactly one of --mode, --auto, --opt-out");
+  if (mode)
+    {
+      guint limit = allow_long ? TWED_DELAY_LIMIT : TWED_DELAY_SAFE_LIMIT;
+
+      if (!twed_mode_from_string (mode, &s.mode))
+        return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: --mode: want off, fixed or dynamic, got '%s'", mode);
+      if (s.mode == TWED_MODE_OFF && (delay >= 0 || min >= 0 || max >= 0))
+        return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: --mode off takes no --delay, --min or --max");
+      if (s.mode == TWED_MODE_FIXED && (delay < 0 || min >= 0 || max >= 0))
+        return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: --mode fixed needs --delay and takes no --min/--max");
+      if (s.mode == TWED_MODE_DYNAMIC && (delay < 0 || min < 0 || max < 0))
+        return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: --mode dynamic needs --delay, --min and --max");
+      if (delay > (int) limit || min > (int) limit || max > (int) limit)
+        return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: values above %u %s", limit,
+                             allow_long ? "are out of range" :
+                             "collapse throughput; add --allow-long-delays if you mean it");
+      s.delay = delay < 0 ? 0 : (guint) delay;
+      s.min = min < 0 ? 0 : (guint) min;
+      s.max = max < 0 ? 0 : (guint) max;
+      twed_setting_normalize (&s);
+      if (!twed_setting_check (&s, &error))
+        return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: %s", error->message);
+    }
+  else if (delay >= 0 || min >= 0 || max >= 0 || allow_long)
+    return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: --delay/--min/--max need --mode");
+
+  if (!twedctl_setup (ctl, TRUE, FALSE, &rc))
+    return rc;
+  if (!twed_backend_set_manual (ctl->backend, argv[1], mode ? &s : NULL, optout, &error))
+    return twedctl_fail (g_error_matches (error, TWED_ERROR, TWED_ERROR_UNSUPPORTED) ? TWEDCTL_EXIT_UNSUPPORTED :
+                         g_error_matches (error, TWED_ERROR, TWED_ERROR_INVALID) ? TWEDCTL_EXIT_USAGE
+                                                                                 : TWEDCTL_EXIT_FAILED,
+                         "set %s: %s", argv[1], error->message);
+  {
+    g_autofree char *what = mode ? twed_setting_to_string (&s) : NULL;
+    g_autofree char *line = g_strdup_printf ("%s: %s\n", argv[1],
+                                             optout ? "opted out" : automatic ? "managed automatically again" : what);
+
+    twedctl_print (line);
+  }
+  return TWEDCTL_EXIT_OK;
+}

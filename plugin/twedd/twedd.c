@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "config.h"
+#include "twedd-engine.h"
+#include "twed-libvirt.h"
+#include "twed-log.h"
+
+#include <glib-unix.h>
+#include <locale.h>
+#include <stdio.h>
+#if HAVE_LIBSYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+typedef struct {
+  GMainLoop *loop;
+  TwedEngine *engine;
+  char *config_path;
+  char *policy_dir;
+  char **connect;
+  int interval;
+  char *textfile;
+} Daemon;
+
+static void
+notify (const char *state)
+{
+#if HAVE_LIBSYSTEMD
+  sd_notify (0, state);
+#else
+  (void) state;
+#endif
+}
+
+static gboolean
+apply_overrides (Daemon *d, TwedConfig *config, GError **error)
+{
+  if (d->policy_dir)
+    {
+      g_free (config->policy_dir);
+      config->policy_dir = g_strdup (d->policy_dir);
+    }
+  if (d->connect)
+    {
+      g_ptr_array_set_size (config->hosts, 0);
+      for (guint i = 0; d->connect[i]; i++)
+        {
+          const char *eq = strchr (d->connect[i], '=');
+          const char *colon = strchr (d->connect[i], ':');
+          g_autofree char *name = eq && (!colon || eq < colon) ? g_strndup (d->connect[i], eq - d->connect[i]) : NULL;
+
+          if (!twed_config_add_host (config, name, name ? eq + 1 : d->connect[i], error))
+            {
+              g_prefix_error (error, "--connect: ");
+              return FALSE;
+            }
+        }
+    }
+  if (d->interval)
+    {
+      if (d->interval < 1 || d->interval > 86400)
+        {
+          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "--interval: want 1..86400, got %d", d->interval);
+          return FALSE;
+        }
+      config->interval = (guint) d->interval;
+    }
+  if (d->textfile)
+    {
+      g_free (config->metrics_textfile);
+      config->metrics_textfile = g_strdup (d->textfile);
+    }
+  if (config->hosts->len == 0)
+    {
+      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID,
+                   "no hosts: set [twed] hosts or hosts_file in the configuration, or use --connect");
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static TwedConfig *
+load_config (Daemon *d, GError **error)
+{
+  g_autoptr(TwedConfig) config = twed_config_load (d->config_path, error);
+
+  if (!config || !apply_overrides (d, config, error))
+    return NULL;
+  return g_steal_pointer (&config);
+}
+
+static gboolean
+on_sighup (gpointer data)
+{
+  Daemon *d = data;
+  g_autoptr(GError) error = NULL;
+  TwedConfig *config;
+
+  notify ("RELOADING=1");
+  g_message ("SIGHUP: reloading configuration and policies");
+  if (!(config = load_config (d, &error)))
+    g_warning ("configuration rejected, keeping the current one: %s", error->message);
+  else
+    twed_engine_reload_config (d->engine, config);
+  notify ("READY=1");
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+on_sigterm (gpointer data)
+{
+  Daemon *d = data;
+
+  g_message ("shutting down");
+  notify ("STOPPING=1");
+  g_main_loop_quit (d->loop);
+  return G_SOURCE_CONTINUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  Daemon d = { 0 };
+  gboolean dry_run = FALSE, debug = FALSE, version = FALSE;
+  const GOptionEntry entries[] = {
+    { "config", 0, 0, G_OPTION_ARG_FILENAME, &d.config_path, "Configuration file (default " TWED_DEFAULT_CONFIG ")", "FILE" },
+    { "policy-dir", 'P', 0, G_OPTION_ARG_FILENAME, &d.policy_dir, "Policy directory", "DIR" },
+    { "connect", 'c', 0, G_OPTION_ARG_STRING_ARRAY, &d.connect, "Host URI, NAME=URI (repeatable; replaces the configured hosts)", "URI" },
+    { "interval", 'i', 0, G_OPTION_ARG_INT, &d.interval, "Seconds between cycles", "N" },
+    { "metrics-textfile", 0, 0, G_OPTION_ARG_FILENAME, &d.textfile, "Prometheus textfile to write", "FILE" },
+    { "dry-run", 'n', 0, G_OPTION_ARG_NONE, &dry_run, "Plan and log, apply nothing", NULL },
+    { "debug", 'd', 0, G_OPTION_ARG_NONE, &debug, "Log debug messages", NULL },
+    { "version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version", NULL },
+    { NULL }
+  };
+  g_autoptr(GOptionContext) oc = g_option_context_new (NULL);
+  g_autoptr(GError) error = NULL;
+  TwedConfig *config;
+  int rc = 0;
+
+  setlocale (LC_ALL, "");
+  g_option_context_set_summary (oc, "Keeps TWED of the VMs on the configured hosts in line with the policies.");
+  g_option_context_add_main_entries (oc, entries, NULL);
+  if (!g_option_context_parse (oc, &argc, &argv, &error))
+    {
+      fprintf (stderr, "twedd: %s\n", error->message);
+      return 2;
+    }
+  if (version)
+    {
+      printf ("twedd %s (twed libvirt API: %s)\n", PACKAGE_VERSION, HAVE_VIR_DOMAIN_TWED_API ? "yes" : "no");
+      return 0;
+    }
+  twed_log_init (debug ? TWED_LOG_DEBUG : TWED_LOG_NORMAL);
+  if (!(config = load_config (&d, &error)))
+    {
+      g_critical ("%s", error->message);
+      return 2;
+    }
+  twed_libvirt_init (TRUE);
+  d.loop = g_main_loop_new (NULL, FALSE);
+  d.engine = twed_engine_new (config, dry_run);
+  if (!twed_engine_start (d.engine, &error))
+    {
+      g_critical ("%s", error->message);
+      rc = 2;
+      goto out;
+    }
+  g_unix_signal_add (SIGHUP, on_sighup, &d);
+  g_unix_signal_add (SIGTERM, on_sigterm, &d);
+  g_unix_signal_add (SIGINT, on_sigterm, &d);
+  g_message ("started (version %s)", PACKAGE_VERSION);
+  notify ("READY=1");
+  g_main_loop_run (d.loop);
+
+out:
+  /* Stop libvirt's event thread first: its callbacks use the engine. */
+  twed_libvirt_shutdown ();
+  twed_engine_free (d.engine);
+  g_main_loop_unref (d.loop);
+  g_free (d.config_path);
+  g_free (d.policy_dir);
+  g_free (d.textfile);
+  g_strfreev (d.connect);
+  return rc;
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""Judge the console log of a kernel boot test (tests/kernel/boot-selftests).
+
+    parse-console.py CONSOLE.LOG
+
+Passes (exit 0) when:
+  - KVM initialised, in a mode that the log names (VHE, nVHE, hVHE,
+    protected nVHE);
+  - init ran every command of its script and reached DONE;
+  - twed_test exited 0 with a complete TAP plan and no failure, and its
+    skips, if any, are all on the FEAT_TWED-absent path (the capability
+    reads 0 and each skip gives that reason);
+  - every other selftest exited 0.
+Prints one line per selftest and a summary; on failure, the reasons.
+"""
+import re
+import sys
+
+KVM_INIT = re.compile(r'kvm \[\d+\]: ((?:Protected )?(?:h|n)?VHE) mode initialized successfully')
+RUN = re.compile(r'^TWED-INIT: RUN (.*)$')
+END = re.compile(r'^TWED-INIT: (EXIT|SIGNAL|TIMEOUT) (-?\d+) (.*?)(?: \([\d.]+s\))?$')
+DONE = re.compile(r'^TWED-INIT: DONE (\d+) of (\d+) failed')
+TAP = re.compile(r'^(not )?ok (\d+) (.*)$')
+PLAN = re.compile(r'^1\.\.(\d+)$')
+CAP = re.compile(r'^# KVM_CAP_ARM_TWED = (0x[0-9a-f]+|0) \(system\)')
+ABSENT_REASON = 'FEAT_TWED not implemented'
+# Kernel messages may interleave with a program's output on the console.
+KMSG = re.compile(r'^\[\s*\d+\.\d+\] ')
+
+
+def judge_twed_test(lines, errors):
+    plan, results, cap = None, [], None
+    for line in lines:
+        if m := PLAN.match(line):
+            plan = int(m.group(1))
+        elif m := TAP.match(line):
+            results.append((m.group(1) is None, int(m.group(2)), m.group(3)))
+        elif m := CAP.match(line):
+            cap = int(m.group(1), 16)
+    passed = sum(1 for ok, _, d in results if ok and '# SKIP' not in d)
+    skipped = [d for ok, _, d in results if ok and '# SKIP' in d]
+    failed = [d for ok, _, d in results if not ok]
+    if plan is None:
+        errors.append('twed_test: no TAP plan')
+    elif len(results) != plan:
+        errors.append(f'twed_test: {len(results)} results for a plan of {plan}')
+    for d in failed:
+        errors.append(f'twed_test: not ok {d}')
+    if cap is None:
+        errors.append('twed_test: did not report KVM_CAP_ARM_TWED')
+    path = 'FEAT_TWED absent' if cap == 0 else 'FEAT_TWED present'
+    for d in skipped:
+        if cap != 0 or ABSENT_REASON not in d:
+            errors.append(f'twed_test: skip outside the FEAT_TWED-absent path: {d}')
+    summary = (f'twed_test: {path} (KVM_CAP_ARM_TWED = {cap:#x}), ' if cap is not None else 'twed_test: ') + \
+        f'{passed} passed, {len(failed)} failed, {len(skipped)} skipped of {plan}'
+    return summary
+
+
+def main(path):
+    with open(path, errors='replace') as f:
+        text = f.read().replace('\r', '')
+    lines = text.split('\n')
+    errors = []
+
+    kvm = KVM_INIT.search(text)
+    if kvm:
+        print(f'KVM initialised: {kvm.group(1)}')
+    else:
+        errors.append('no "kvm [...]: ... VHE mode initialized successfully" line')
+        for line in lines:
+            if re.search(r'\bkvm \[', line):
+                print(f'  {line}')
+
+    # Split the log into the commands init ran.
+    runs, current = [], None
+    for line in lines:
+        if m := RUN.match(line):
+            current = {'cmd': m.group(1), 'out': [], 'end': None}
+            runs.append(current)
+        elif (m := END.match(line)) and current is not None:
+            current['end'] = (m.group(1), int(m.group(2)))
+            current = None
+        elif current is not None and not KMSG.match(line):
+            current['out'].append(line)
+
+    done = any(DONE.match(line) for line in lines)
+    if not runs:
+        errors.append('init ran no command')
+    if not done:
+        errors.append('init did not reach DONE (crash, hang or timeout)')
+
+    saw_twed = False
+    for run in runs:
+        name = run['cmd'].split()[0].rsplit('/', 1)[-1]
+        end = run['end']
+        status = 'unfinished' if end is None else \
+            ('exit %d' % end[1] if end[0] == 'EXIT' else f'{end[0].lower()} {end[1]}')
+        if name == 'twed_test':
+            saw_twed = True
+            print(judge_twed_test(run['out'], errors))
+        totals = [line for line in run['out'] if line.startswith('# Totals:')]
+        print(f'{run["cmd"]}: {status}' + (f' ({totals[-1][2:]})' if totals else ''))
+        if end is None or end[0] != 'EXIT' or end[1] != 0:
+            errors.append(f'{run["cmd"]}: {status}')
+    if not saw_twed:
+        errors.append('twed_test did not run')
+
+    if errors:
+        print('FAILED:')
+        for e in errors:
+            print(f'  {e}')
+        return 1
+    print(f'PASSED: {len(runs)} programs')
+    return 0
+
+
+if __name__ == '__main__':
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    sys.exit(main(sys.argv[1]))
