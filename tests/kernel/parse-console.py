@@ -16,7 +16,7 @@ Prints one line per selftest and a summary; on failure, the reasons.
 import re
 import sys
 
-KVM_INIT = re.compile(r'kvm \[\d+\]: ((?:Protected )?(?:h|n)?VHE) mode initialized successfully')
+KVM_INIT = re.compile(r"kvm \[\d+\]: ((?:Protected |Hyp )?(?:h|n)?VHE) mode initialized successfully")
 RUN = re.compile(r'^TWED-INIT: RUN (.*)$')
 END = re.compile(r'^TWED-INIT: (EXIT|SIGNAL|TIMEOUT) (-?\d+) (.*?)(?: \([\d.]+s\))?$')
 DONE = re.compile(r'^TWED-INIT: DONE (\d+) of (\d+) failed')
