@@ -77,7 +77,7 @@ twedctl_parse (Twedctl *ctl, const char *verb, const char *params, const char *s
 }
 
 gboolean
-twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean readonly, int *exit_code)
+twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean reads_only, int *exit_code)
 {
   g_autoptr(GError) error = NULL;
   TwedBackendOptions bo = { 0 };
@@ -131,7 +131,10 @@ twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean readonly, int *exit_c
 
   twed_libvirt_init (FALSE);
   bo.threads = ctl->threads ? (guint) ctl->threads : ctl->config->threads;
-  bo.readonly = readonly;
+  /* Commands that only read still open read-write when they may: libvirt
+   * gives domain capabilities (TWED support) to writers only, and a plan
+   * must say what apply would do. */
+  bo.readonly_fallback = reads_only;
   bo.reconnect_max = ctl->config->reconnect_max;
   ctl->backend = twed_backend_new (ctl->config->hosts, &bo);
   return TRUE;

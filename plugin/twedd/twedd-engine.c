@@ -192,7 +192,7 @@ on_backend_event (const char *host, const char *domain G_GNUC_UNUSED, const char
                               (GDestroyNotify) host_job_free);
 }
 
-void
+gboolean
 twed_engine_reload_policies (TwedEngine *e)
 {
   g_autoptr(GError) error = NULL;
@@ -205,7 +205,7 @@ twed_engine_reload_policies (TwedEngine *e)
       g_warning ("policy rejected, %s: %s", e->policies ? "keeping the last good set" : "no good set yet",
                  error->message);
       render_metrics (e);
-      return;
+      return FALSE;
     }
   g_clear_pointer (&e->policies, twed_policy_set_free);
   e->policies = set;
@@ -213,6 +213,7 @@ twed_engine_reload_policies (TwedEngine *e)
   e->counters.policy_loaded_at = g_get_real_time () / G_USEC_PER_SEC;
   g_message ("policy loaded from %s: %u document(s)", e->config->policy_dir, set->policies->len);
   render_metrics (e);
+  return TRUE;
 }
 
 static gboolean
@@ -221,7 +222,9 @@ on_policy_debounced (gpointer data)
   TwedEngine *e = data;
 
   e->policy_timer = 0;
-  twed_engine_reload_policies (e);
+  /* New policies apply now, not at the next scheduled cycle. */
+  if (twed_engine_reload_policies (e))
+    twed_engine_cycle (e, NULL);
   return G_SOURCE_REMOVE;
 }
 
@@ -318,6 +321,8 @@ twed_engine_reload_config (TwedEngine *e, TwedConfig *config)
     g_source_remove (e->cycle_timer);
   e->cycle_timer = g_timeout_add_seconds (e->config->interval, on_cycle_timer, e);
   twed_engine_reload_policies (e);
+  /* New hosts or policies apply now, not at the next scheduled cycle. */
+  g_idle_add_once (first_cycle, e);
   return TRUE;
 }
 

@@ -19,7 +19,7 @@ gboolean twed_engine_start (TwedEngine *engine, GError **error);
 
 /* Re-reads the policy directory; a bad set is logged and the last good
  * one stays. */
-void twed_engine_reload_policies (TwedEngine *engine);
+gboolean twed_engine_reload_policies (TwedEngine *engine);
 /* Replaces the configuration (SIGHUP); TRUE when it was taken. */
 gboolean twed_engine_reload_config (TwedEngine *engine, TwedConfig *config);
 

@@ -161,6 +161,13 @@ backend_connect_locked (BackendHost *h, GError **error)
       return FALSE;
     }
   h->conn = o->readonly ? virConnectOpenReadOnly (h->uri) : virConnectOpen (h->uri);
+  if (!h->conn && !o->readonly && o->readonly_fallback)
+    {
+      /* Read-only access still plans; TWED support then stays unknown,
+       * because libvirt gives domain capabilities to writers only. */
+      virResetLastError ();
+      h->conn = virConnectOpenReadOnly (h->uri);
+    }
   if (!h->conn)
     {
       g_autoptr(GError) local = NULL;

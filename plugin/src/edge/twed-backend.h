@@ -15,6 +15,7 @@ typedef void (*TwedBackendEventFunc) (const char *host, const char *domain,
 typedef struct {
   guint threads;            /* parallel hosts */
   gboolean readonly;
+  gboolean readonly_fallback; /* read-only when read-write is refused */
   gboolean events;          /* register lifecycle/tunable/metadata events */
   guint keepalive_interval; /* seconds, 0 = off */
   guint keepalive_count;

@@ -1,0 +1,107 @@
+# Helpers of the e2e tests on the emulated cluster (tools/cluster).
+# shellcheck shell=bash
+
+root=$TWED_ROOT
+export TWED_STACK
+cluster=$root/tools/cluster
+failures=0
+
+note() { printf '# %s\n' "$*"; }
+pass() { printf 'ok: %s\n' "$*"; }
+fail() { printf 'FAIL: %s\n' "$*"; failures=$((failures + 1)); }
+# check DESCRIPTION COMMAND...: passes when the command succeeds
+check() {
+	local what=$1
+	shift
+	if "$@"; then pass "$what"; else fail "$what"; fi
+}
+
+cvirsh() { "$cluster" virsh "$@"; }
+csh() { "$cluster" sh "$@"; }
+
+# guest_xml NAME VCPUS PCPUS TWED CMD
+#   PCPUS: the host pCPU of each vCPU in turn, e.g. "0 0 1 1" (2:1); "-" for
+#   none (unpinned); TWED: attributes of <twed/>, or "" for no element;
+#   CMD: the guest's twed.guest= command (tools/hostimage/guest-boot)
+guest_xml() {
+	local name=$1 vcpus=$2 pcpus=$3 twed=$4 cmd=$5 i=0 p pins=''
+	if [ "$pcpus" != - ]; then
+		for p in $pcpus; do
+			pins+="    <vcpupin vcpu='$i' cpuset='$p'/>"$'\n'
+			i=$((i + 1))
+		done
+	fi
+	cat <<-XML
+	<domain type='kvm'>
+	  <name>$name</name>
+	  <memory unit='MiB'>96</memory>
+	  <vcpu placement='static'>$vcpus</vcpu>
+	  <cputune>
+	$pins${twed:+    <twed $twed/>
+	}  </cputune>
+	  <os>
+	    <type arch='aarch64' machine='virt'>hvm</type>
+	    <kernel>/var/lib/twed/guest/Image</kernel>
+	    <initrd>/var/lib/twed/guest/initramfs.cpio</initrd>
+	    <cmdline>console=ttyAMA0 quiet panic=-1 twed.guest=$cmd</cmdline>
+	  </os>
+	  <features><gic version='3'/></features>
+	  <cpu mode='host-passthrough'/>
+	  <on_poweroff>destroy</on_poweroff>
+	  <on_crash>destroy</on_crash>
+	  <devices>
+	    <emulator>/usr/bin/qemu-system-aarch64</emulator>
+	    <serial type='file'>
+	      <source path='/var/log/twed/$name.console'/>
+	    </serial>
+	    <controller type='usb' model='none'/>
+	    <memballoon model='none'/>
+	  </devices>
+	</domain>
+	XML
+}
+
+# define_guest HOST NAME VCPUS PCPUS TWED CMD: define it on HOST
+define_guest() {
+	local host=$1 xml
+	xml=$(mktemp)
+	guest_xml "${@:2}" >"$xml"
+	cvirsh "$host" -q define "$xml" >/dev/null
+	local rc=$?
+	rm -f "$xml"
+	return $rc
+}
+
+# wait_console HOST NAME PATTERN [SECONDS]: the guest's console shows PATTERN
+wait_console() {
+	local host=$1 name=$2 pattern=$3 deadline=$((SECONDS + ${4:-120}))
+	until csh "$host" "grep -q '$pattern' /var/log/twed/$name.console" >/dev/null; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 1
+	done
+}
+
+# vcpu_stat HOST NAME VCPU STAT: one of the kernel's per-vCPU stats in
+# virsh domstats --vcpu (vcpu.N.STAT.cur or .sum, as query-stats has them)
+vcpu_stat() {
+	cvirsh "$1" domstats --vcpu "$2" |
+		sed -n "s/^ *vcpu\\.$3\\.$4\\.\\(cur\\|sum\\)=\\(.*\\)$/\\2/p"
+}
+
+# sum_stat HOST NAME STAT: STAT summed over the vCPUs
+sum_stat() {
+	cvirsh "$1" domstats --vcpu "$2" |
+		awk -F= -v s="$3" '$1 ~ "vcpu\\.[0-9]+\\." s "\\.(cur|sum)$" { n += $2 } END { print n + 0 }'
+}
+
+# qmp HOST NAME JSON: the reply of a QMP command through libvirt
+qmp() { cvirsh "$1" qemu-monitor-command "$2" "$3"; }
+
+# query_twed HOST NAME: "supported mode delay min max" from QMP query-twed,
+# e.g. "true fixed 2 2 2"
+query_twed() {
+	qmp "$1" "$2" '{"execute":"query-twed"}' | /usr/bin/python3 -c '
+import json, sys
+r = json.load(sys.stdin)["return"]
+print(str(r["supported"]).lower(), r["mode"], r["delay"], r["min"], r["max"])'
+}

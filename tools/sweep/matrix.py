@@ -1,0 +1,415 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The sweep matrix: a JSON file naming the TWED settings, overcommit
+ratios, workloads, repetitions and hosts of a sweep.
+
+Validation is strict and happens before anything runs: every error names
+the file, the JSON path of the offending value and what is wrong with it,
+so a typo in a matrix never costs an hour of runs.
+"""
+
+import json
+import re
+
+from . import workloads
+
+MIN_REPETITIONS = 5
+DEFAULT_MEMORY_MIB = 96
+TWEDEL_MAX = 15
+
+# Arguments end up on the guest kernel command line, inside a shell
+# script whose words are separated by ${IFS} (see runner.guest_cmdline):
+# anything that a shell or the kernel's parameter parser would interpret
+# is refused.
+_SAFE_ARG = re.compile(r"^[A-Za-z0-9_./=:+-]+$")
+_SAFE_LABEL = re.compile(r"^[A-Za-z0-9_.+-]+$")
+_RATIO = re.compile(r"^([1-9][0-9]*):1$")
+_URI = re.compile(r"^[a-z][a-z0-9+]*://")
+
+
+class MatrixError(Exception):
+    """A matrix file is not valid; str() names file, JSON path and reason."""
+
+    def __init__(self, source, path, message):
+        self.source = source
+        self.path = path
+        self.message = message
+        super().__init__(f"{source}: {path}: {message}")
+
+
+class Setting:
+    """One TWED setting as twedtune takes it."""
+
+    def __init__(self, mode, delay=0, min_=0, max_=0, label=None):
+        self.mode = mode
+        self.delay = delay
+        self.min = min_
+        self.max = max_
+        self.label = label or self.default_label()
+
+    def default_label(self):
+        if self.mode == "off":
+            return "off"
+        if self.mode == "fixed":
+            return f"fixed-{self.delay}"
+        return f"dynamic-{self.delay}-{self.min}-{self.max}"
+
+    def twedtune_args(self):
+        args = ["--mode", self.mode]
+        if self.mode in ("fixed", "dynamic"):
+            args += ["--delay", str(self.delay)]
+        if self.mode == "dynamic":
+            args += ["--min", str(self.min), "--max", str(self.max)]
+        return args
+
+    def to_json(self):
+        d = {"label": self.label, "mode": self.mode}
+        if self.mode != "off":
+            d["delay"] = self.delay
+        if self.mode == "dynamic":
+            d["min"], d["max"] = self.min, self.max
+        return d
+
+
+class Overcommit:
+    """vCPUs per pCPU: pinned ratio N:1, or unpinned."""
+
+    def __init__(self, ratio):
+        self.ratio = ratio  # int, or None for unpinned
+
+    @property
+    def label(self):
+        return "unpinned" if self.ratio is None else f"{self.ratio}:1"
+
+    def pcpus_needed(self, vcpus):
+        return 0 if self.ratio is None else vcpus // self.ratio
+
+    def pinning(self, vcpus):
+        """The pCPU of each vCPU: vCPUs fill pCPU 0 first, RATIO at a time,
+        so every used pCPU carries exactly RATIO vCPUs; None if unpinned."""
+        if self.ratio is None:
+            return None
+        return [i // self.ratio for i in range(vcpus)]
+
+
+class Workload:
+    def __init__(self, name, args, label):
+        self.name = name
+        self.args = args
+        self.label = label
+
+    def to_json(self):
+        return {"label": self.label, "name": self.name, "args": self.args}
+
+
+class HostSpec:
+    """A cluster host (tools/cluster) by name, or any libvirt URI.
+
+    A URI host needs `shell`, the argv prefix of a command that runs a
+    shell command line on the host (e.g. ["ssh", "root@h"]): the guest
+    console and cyclictest live there.
+    """
+
+    def __init__(self, name, uri=None, shell=None):
+        self.name = name
+        self.uri = uri
+        self.shell = shell
+
+    @property
+    def is_cluster(self):
+        return self.uri is None
+
+    def to_json(self):
+        d = {"name": self.name}
+        if self.uri:
+            d["uri"] = self.uri
+        if self.shell:
+            d["shell"] = self.shell
+        return d
+
+
+class HostLatency:
+    def __init__(self, enabled=True, interval_us=1000, priority=80):
+        self.enabled = enabled
+        self.interval_us = interval_us
+        self.priority = priority
+
+    def to_json(self):
+        return {"enabled": self.enabled, "interval_us": self.interval_us,
+                "priority": self.priority}
+
+
+class Matrix:
+    def __init__(self, source, name, description, hosts, vcpus, memory_mib,
+                 settings, overcommit, workloads_, repetitions, host_latency):
+        self.source = source
+        self.name = name
+        self.description = description
+        self.hosts = hosts
+        self.vcpus = vcpus
+        self.memory_mib = memory_mib
+        self.settings = settings
+        self.overcommit = overcommit
+        self.workloads = workloads_
+        self.repetitions = repetitions
+        self.host_latency = host_latency
+
+    def baseline(self):
+        """The setting changes are reported against: the first `off`."""
+        for s in self.settings:
+            if s.mode == "off":
+                return s
+        return None
+
+    def to_json(self):
+        return {
+            "name": self.name,
+            "description": self.description,
+            "hosts": [h.to_json() for h in self.hosts],
+            "guest": {"vcpus": self.vcpus, "memory_mib": self.memory_mib},
+            "twed": [s.to_json() for s in self.settings],
+            "overcommit": [o.label for o in self.overcommit],
+            "workloads": [w.to_json() for w in self.workloads],
+            "repetitions": self.repetitions,
+            "host_latency": self.host_latency.to_json(),
+        }
+
+
+# --- validation -------------------------------------------------------------
+
+class _Checker:
+    def __init__(self, source):
+        self.source = source
+
+    def fail(self, path, message):
+        raise MatrixError(self.source, path, message)
+
+    def type_(self, value, types, path, what):
+        # bool is an int in Python; a JSON true is never a number here.
+        if isinstance(value, bool) and bool not in types:
+            self.fail(path, f"must be {what}, not a boolean")
+        if not isinstance(value, types):
+            self.fail(path, f"must be {what}, not {_json_type(value)}")
+        return value
+
+    def keys(self, obj, path, required, optional=()):
+        for k in required:
+            if k not in obj:
+                self.fail(path, f"missing member '{k}'")
+        allowed = set(required) | set(optional)
+        for k in obj:
+            if k not in allowed:
+                self.fail(f"{path}.{k}", "unknown member (allowed: "
+                          + ", ".join(sorted(allowed)) + ")")
+
+    def int_range(self, value, path, lo, hi):
+        self.type_(value, (int,), path, "an integer")
+        if not lo <= value <= hi:
+            self.fail(path, f"{value} is out of range {lo}..{hi}")
+        return value
+
+    def label(self, value, path):
+        self.type_(value, (str,), path, "a string")
+        if not _SAFE_LABEL.match(value):
+            self.fail(path, f"'{value}' may only hold letters, digits and _.+-")
+        return value
+
+    def unique(self, items, path, what):
+        seen = {}
+        for i, label in enumerate(items):
+            if label in seen:
+                self.fail(f"{path}[{i}]", f"{what} '{label}' repeats {path}[{seen[label]}]")
+            seen[label] = i
+
+
+def _json_type(value):
+    return {dict: "an object", list: "an array", str: "a string",
+            int: "an integer", float: "a number", type(None): "null",
+            bool: "a boolean"}.get(type(value), type(value).__name__)
+
+
+def _parse_setting(c, value, path):
+    """A setting: an object {mode, delay, min, max, label} or the short
+    form of the kernel's kvm-arm.twed= parameter: off, fixed:D,
+    dynamic:D,MIN,MAX."""
+    if isinstance(value, str):
+        m = re.fullmatch(r"off|fixed:(\d+)|dynamic:(\d+),(\d+),(\d+)", value)
+        if not m:
+            c.fail(path, f"'{value}' is not off, fixed:D or dynamic:D,MIN,MAX")
+        if value == "off":
+            value = {"mode": "off"}
+        elif m.group(1) is not None:
+            value = {"mode": "fixed", "delay": int(m.group(1))}
+        else:
+            value = {"mode": "dynamic", "delay": int(m.group(2)),
+                     "min": int(m.group(3)), "max": int(m.group(4))}
+    c.type_(value, (dict,), path, "an object or a string like 'fixed:3'")
+    mode = value.get("mode")
+    if mode is not None:
+        c.type_(mode, (str,), f"{path}.mode", "a string")
+    if mode == "off":
+        c.keys(value, path, ["mode"], ["label"])
+        s = Setting("off")
+    elif mode == "fixed":
+        c.keys(value, path, ["mode", "delay"], ["label"])
+        d = c.int_range(value["delay"], f"{path}.delay", 0, TWEDEL_MAX)
+        s = Setting("fixed", d, d, d)
+    elif mode == "dynamic":
+        c.keys(value, path, ["mode", "delay", "min", "max"], ["label"])
+        d = c.int_range(value["delay"], f"{path}.delay", 0, TWEDEL_MAX)
+        lo = c.int_range(value["min"], f"{path}.min", 0, TWEDEL_MAX)
+        hi = c.int_range(value["max"], f"{path}.max", 0, TWEDEL_MAX)
+        if not lo <= d <= hi:
+            c.fail(path, f"needs min <= delay <= max, got min {lo}, delay {d}, max {hi}")
+        s = Setting("dynamic", d, lo, hi)
+    elif mode is None:
+        c.fail(path, "missing member 'mode'")
+    else:
+        c.fail(f"{path}.mode", f"'{mode}' is not off, fixed or dynamic")
+    if "label" in value:
+        s.label = c.label(value["label"], f"{path}.label")
+    return s
+
+
+def _parse_overcommit(c, value, path, vcpus):
+    c.type_(value, (str,), path, "a string: 'N:1' or 'unpinned'")
+    if value == "unpinned":
+        return Overcommit(None)
+    m = _RATIO.match(value)
+    if not m:
+        c.fail(path, f"'{value}' is not 'N:1' (vCPUs per pCPU) or 'unpinned'")
+    ratio = int(m.group(1))
+    if vcpus % ratio:
+        c.fail(path, f"{vcpus} vCPUs (guest.vcpus) do not spread evenly at {value}")
+    return Overcommit(ratio)
+
+
+def _parse_workload(c, value, path):
+    c.type_(value, (dict,), path, "an object")
+    c.keys(value, path, ["name"], ["args", "label"])
+    name = c.type_(value["name"], (str,), f"{path}.name", "a string")
+    if name not in workloads.KNOWN:
+        c.fail(f"{path}.name", f"unknown workload '{name}' (known: "
+               + ", ".join(sorted(workloads.KNOWN)) + ")")
+    args = value.get("args", [])
+    c.type_(args, (list,), f"{path}.args", "an array of strings")
+    for i, a in enumerate(args):
+        c.type_(a, (str,), f"{path}.args[{i}]", "a string")
+        if not _SAFE_ARG.match(a):
+            c.fail(f"{path}.args[{i}]", f"'{a}' may only hold letters, digits and _./=:+-")
+    problem = workloads.KNOWN[name].check_args(args)
+    if problem:
+        c.fail(f"{path}.args", problem)
+    label = c.label(value["label"], f"{path}.label") if "label" in value else \
+        "-".join([name] + [a.lstrip("-") for a in args])[:60]
+    return Workload(name, list(args), label)
+
+
+def _parse_host(c, value, path):
+    if isinstance(value, str):
+        value = {"uri": value} if _URI.match(value) else {"name": value}
+    c.type_(value, (dict,), path, "a cluster host name, a libvirt URI or an object")
+    c.keys(value, path, [], ["name", "uri", "shell"])
+    if "name" not in value and "uri" not in value:
+        c.fail(path, "needs 'name' (a cluster host) or 'uri'")
+    uri = value.get("uri")
+    if uri is not None:
+        c.type_(uri, (str,), f"{path}.uri", "a string")
+        if not _URI.match(uri):
+            c.fail(f"{path}.uri", f"'{uri}' is not a libvirt URI")
+        if "shell" not in value:
+            c.fail(path, "a URI host needs 'shell' (e.g. [\"ssh\", \"root@host\"]) "
+                   "to read guest consoles and run cyclictest")
+    shell = value.get("shell")
+    if shell is not None:
+        c.type_(shell, (list,), f"{path}.shell", "an array of strings")
+        if not shell:
+            c.fail(f"{path}.shell", "must not be empty")
+        for i, a in enumerate(shell):
+            c.type_(a, (str,), f"{path}.shell[{i}]", "a string")
+    name = value.get("name")
+    if name is None:
+        name = re.sub(r"[^A-Za-z0-9_.+-]+", "_", uri.split("://", 1)[1]).strip("_") or "host"
+    else:
+        c.label(name, f"{path}.name")
+    return HostSpec(name, uri, shell)
+
+
+def parse(text, source="<matrix>", repetitions=None, hosts=None):
+    """Parse and validate a matrix.  REPETITIONS (from the command line)
+    overrides the file's and may go below MIN_REPETITIONS; HOSTS (strings,
+    from the command line) replace the file's."""
+    c = _Checker(source)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise MatrixError(source, f"line {e.lineno} column {e.colno}", f"not JSON: {e.msg}")
+    c.type_(doc, (dict,), "$", "an object")
+    c.keys(doc, "$", ["twed", "overcommit", "workloads"],
+           ["name", "description", "hosts", "guest", "repetitions", "host_latency"])
+
+    name = c.label(doc.get("name", "sweep"), "$.name")
+    description = doc.get("description", "")
+    c.type_(description, (str,), "$.description", "a string")
+
+    guest = doc.get("guest", {})
+    c.type_(guest, (dict,), "$.guest", "an object")
+    c.keys(guest, "$.guest", [], ["vcpus", "memory_mib"])
+    vcpus = c.int_range(guest.get("vcpus", 4), "$.guest.vcpus", 1, 512)
+    memory = c.int_range(guest.get("memory_mib", DEFAULT_MEMORY_MIB), "$.guest.memory_mib", 32, 1 << 22)
+
+    settings_doc = c.type_(doc["twed"], (list,), "$.twed", "an array")
+    if not settings_doc:
+        c.fail("$.twed", "needs at least one setting")
+    settings = [_parse_setting(c, s, f"$.twed[{i}]") for i, s in enumerate(settings_doc)]
+    c.unique([s.label for s in settings], "$.twed", "setting")
+
+    oc_doc = c.type_(doc["overcommit"], (list,), "$.overcommit", "an array")
+    if not oc_doc:
+        c.fail("$.overcommit", "needs at least one ratio")
+    overcommit = [_parse_overcommit(c, o, f"$.overcommit[{i}]", vcpus) for i, o in enumerate(oc_doc)]
+    c.unique([o.label for o in overcommit], "$.overcommit", "ratio")
+
+    wl_doc = c.type_(doc["workloads"], (list,), "$.workloads", "an array")
+    if not wl_doc:
+        c.fail("$.workloads", "needs at least one workload")
+    wls = [_parse_workload(c, w, f"$.workloads[{i}]") for i, w in enumerate(wl_doc)]
+    c.unique([w.label for w in wls], "$.workloads", "workload label")
+
+    if "repetitions" in doc:
+        reps = c.int_range(doc["repetitions"], "$.repetitions", MIN_REPETITIONS, 1000)
+    else:
+        reps = MIN_REPETITIONS
+    if repetitions is not None:
+        if not isinstance(repetitions, int) or repetitions < 1:
+            raise MatrixError(source, "--repetitions", f"{repetitions!r} is not a positive integer")
+        reps = repetitions
+
+    if hosts:
+        host_specs = [_parse_host(_Checker("--host"), h, f"--host[{i}]") for i, h in enumerate(hosts)]
+    else:
+        hosts_doc = c.type_(doc.get("hosts", []), (list,), "$.hosts", "an array")
+        if not hosts_doc:
+            c.fail("$.hosts", "needs at least one host (or give --host)")
+        host_specs = [_parse_host(c, h, f"$.hosts[{i}]") for i, h in enumerate(hosts_doc)]
+    c.unique([h.name for h in host_specs], "$.hosts", "host")
+
+    hl = doc.get("host_latency", {})
+    c.type_(hl, (dict,), "$.host_latency", "an object")
+    c.keys(hl, "$.host_latency", [], ["enabled", "interval_us", "priority"])
+    enabled = c.type_(hl.get("enabled", True), (bool,), "$.host_latency.enabled", "a boolean")
+    host_latency = HostLatency(
+        enabled,
+        c.int_range(hl.get("interval_us", 1000), "$.host_latency.interval_us", 50, 1000000),
+        c.int_range(hl.get("priority", 80), "$.host_latency.priority", 1, 99))
+
+    return Matrix(source, name, description, host_specs, vcpus, memory, settings,
+                  overcommit, wls, reps, host_latency)
+
+
+def load(path, repetitions=None, hosts=None):
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise MatrixError(path, "$", f"cannot read: {e.strerror}")
+    return parse(text, path, repetitions, hosts)

@@ -1,0 +1,343 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Outputs of a sweep, made from its raw results only (OUT/raw/**.json,
+OUT/matrix.json, OUT/hosts/*.json), so they can be remade at any time:
+
+  results.csv    one row per run and metric (long format)
+  results.json   every run, as recorded, without the console
+  summary.csv    one row per host, ratio, workload, setting and metric
+  table.md       the seed-style table: setting x workload, median, IQR,
+                 min-max, change versus off
+  plots/*.png    one plot per workload (gnuplot)
+  report.md      machine, method, tables, plots
+"""
+
+import csv
+import glob
+import json
+import os
+import shutil
+import subprocess
+
+from . import stats, workloads
+
+# Kernel stats shown in the tables besides the workload's own figure.
+VCPU_STATS = ["wfe_exit_stat", "twed_grow", "twed_shrink", "twed_delay_mean"]
+
+
+def load_runs(out_dir):
+    runs = []
+    for path in sorted(glob.glob(os.path.join(out_dir, "raw", "**", "*.json"), recursive=True)):
+        with open(path, encoding="utf-8") as f:
+            run = json.load(f)
+        run["_path"] = os.path.relpath(path, out_dir)
+        runs.append(run)
+    return runs
+
+
+def load_json(path, default=None):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return default
+
+
+def run_metrics(run):
+    """{metric name: value} of one run: the workload's figures, the vCPU
+    stat deltas and the host's scheduler latency."""
+    out = {}
+    for k, v in run["result"]["metrics"].items():
+        out[f"workload.{k}"] = v
+    for k, v in run["vcpu_stats"]["delta"].items():
+        out[f"vcpu.{k}"] = v
+    hl = run.get("host_latency") or {}
+    for k, v in (hl.get("metrics") or {}).items():
+        out[f"host_latency.{k}"] = v
+    return out
+
+
+class Sweep:
+    """The raw results grouped by point: (host, ratio, workload, setting)."""
+
+    def __init__(self, out_dir):
+        self.out = out_dir
+        self.matrix = load_json(os.path.join(out_dir, "matrix.json"))
+        if self.matrix is None:
+            raise FileNotFoundError(f"{out_dir}/matrix.json is missing: not a sweep directory")
+        self.runs = load_runs(out_dir)
+        self.settings = [s["label"] for s in self.matrix["twed"]]
+        self.setting_by_label = {s["label"]: s for s in self.matrix["twed"]}
+        self.workloads = [w["label"] for w in self.matrix["workloads"]]
+        self.workload_name = {w["label"]: w["name"] for w in self.matrix["workloads"]}
+        self.ratios = list(self.matrix["overcommit"])
+        self.hosts = [h["name"] for h in self.matrix["hosts"]]
+        # Hosts and ratios also from the raw data: a report of a sweep whose
+        # matrix was narrowed later still shows every result.
+        for r in self.runs:
+            if r["host"] not in self.hosts:
+                self.hosts.append(r["host"])
+            if r["overcommit"] not in self.ratios:
+                self.ratios.append(r["overcommit"])
+        self.baseline = next((s["label"] for s in self.matrix["twed"] if s["mode"] == "off"), None)
+        self.points = {}
+        for r in self.runs:
+            key = (r["host"], r["overcommit"], r["workload"]["label"], r["setting"]["label"])
+            self.points.setdefault(key, []).append(r)
+
+    def values(self, host, ratio, workload, setting, metric):
+        return [run_metrics(r).get(metric) for r in self.points.get((host, ratio, workload, setting), [])]
+
+    def summary(self, host, ratio, workload, setting, metric):
+        return stats.summary(self.values(host, ratio, workload, setting, metric))
+
+    def primary(self, workload):
+        kind = workloads.KNOWN[self.workload_name[workload]]
+        return f"workload.{kind.primary}", kind
+
+    def blocks(self):
+        """(host, ratio) pairs that have results, in matrix order."""
+        return [(h, r) for h in self.hosts for r in self.ratios
+                if any(k[0] == h and k[1] == r for k in self.points)]
+
+
+def fmt(v, digits=3):
+    if v is None:
+        return "–"
+    if abs(v) >= 1000 or v == int(v):
+        return f"{v:,.0f}".replace(",", "\u2009")
+    return f"{v:.{digits}g}"
+
+
+def fmt_change(p):
+    return "–" if p is None else f"{p:+.1f} %"
+
+
+def cell(sweep, host, ratio, workload, setting, metric):
+    s = sweep.summary(host, ratio, workload, setting, metric)
+    if s is None:
+        return "no data"
+    text = f"{fmt(s['median'])} (IQR {fmt(s['iqr'])}; {fmt(s['min'])}–{fmt(s['max'])}; n={s['n']})"
+    if sweep.baseline and setting != sweep.baseline:
+        base = sweep.summary(host, ratio, workload, sweep.baseline, metric)
+        text += f" {fmt_change(stats.change_percent(s['median'], base and base['median']))}"
+    return text
+
+
+def seed_table(sweep, host, ratio, metric_of):
+    """Markdown: one row per setting, one column per workload."""
+    heads = []
+    for w in sweep.workloads:
+        metric, unit = metric_of(w)
+        heads.append(f"{w} — {metric.split('.', 1)[1]} ({unit})")
+    lines = ["| setting | " + " | ".join(heads) + " |",
+             "|---" * (len(heads) + 1) + "|"]
+    for s in sweep.settings:
+        cells = [cell(sweep, host, ratio, w, s, metric_of(w)[0]) for w in sweep.workloads]
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_csvs(sweep):
+    with open(os.path.join(sweep.out, "results.csv"), "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["host", "overcommit", "workload", "workload_name", "setting", "mode",
+                    "delay", "min", "max", "repetition", "metric", "value", "raw_file"])
+        for r in sweep.runs:
+            s = r["setting"]
+            for metric, value in sorted(run_metrics(r).items()):
+                w.writerow([r["host"], r["overcommit"], r["workload"]["label"], r["workload"]["name"],
+                            s["label"], s["mode"], s.get("delay", ""), s.get("min", ""),
+                            s.get("max", ""), r["repetition"], metric, value, r["_path"]])
+    with open(os.path.join(sweep.out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump([{k: v for k, v in r.items() if k not in ("console",)} for r in sweep.runs],
+                  f, indent=1, sort_keys=True)
+        f.write("\n")
+    with open(os.path.join(sweep.out, "summary.csv"), "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["host", "overcommit", "workload", "setting", "metric", "n", "median", "q1",
+                    "q3", "iqr", "min", "max", "mean", "change_vs_off_percent"])
+        for (host, ratio) in sweep.blocks():
+            for wl in sweep.workloads:
+                metrics = sorted({m for s in sweep.settings
+                                  for r in sweep.points.get((host, ratio, wl, s), [])
+                                  for m in run_metrics(r)})
+                for s in sweep.settings:
+                    for m in metrics:
+                        summ = sweep.summary(host, ratio, wl, s, m)
+                        if summ is None:
+                            continue
+                        base = sweep.summary(host, ratio, wl, sweep.baseline, m) \
+                            if sweep.baseline and s != sweep.baseline else None
+                        change = stats.change_percent(summ["median"], base and base["median"])
+                        w.writerow([host, ratio, wl, s, m, summ["n"]] +
+                                   [summ[k] for k in ("median", "q1", "q3", "iqr", "min", "max", "mean")] +
+                                   ["" if change is None else round(change, 3)])
+
+
+def write_table(sweep):
+    parts = []
+    for host, ratio in sweep.blocks():
+        parts.append(f"### {host}, overcommit {ratio}\n")
+        parts.append("Workload figures:\n")
+        parts.append(seed_table(sweep, host, ratio,
+                                lambda w: (sweep.primary(w)[0], sweep.primary(w)[1].unit)))
+        parts.append("\nWFE trap exits during the workload (all vCPUs):\n")
+        parts.append(seed_table(sweep, host, ratio, lambda w: ("vcpu.wfe_exit_stat", "exits")))
+        parts.append("\nHost scheduler latency while the workload runs (cyclictest, max over CPUs):\n")
+        parts.append(seed_table(sweep, host, ratio, lambda w: ("host_latency.max_us", "µs")))
+        parts.append("")
+    text = "\n".join(parts)
+    with open(os.path.join(sweep.out, "table.md"), "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    return text
+
+
+def write_plots(sweep):
+    """One PNG per workload: the median of its figure per setting, with
+    the interquartile range as error bars, one line per host and ratio."""
+    plot_dir = os.path.join(sweep.out, "plots")
+    os.makedirs(plot_dir, exist_ok=True)
+    gnuplot = shutil.which("gnuplot")
+    made = []
+    for wl in sweep.workloads:
+        metric, kind = sweep.primary(wl)
+        series = [(h, r) for h, r in sweep.blocks()
+                  if any(sweep.points.get((h, r, wl, s)) for s in sweep.settings)]
+        if not series:
+            continue
+        dat = os.path.join(plot_dir, f"{wl}.dat")
+        with open(dat, "w", encoding="utf-8") as f:
+            f.write("# index setting " + " ".join(f"{h}_{r}_median q1 q3" for h, r in series) + "\n")
+            for i, s in enumerate(sweep.settings):
+                row = [str(i), s]
+                for h, r in series:
+                    summ = sweep.summary(h, r, wl, s, metric)
+                    row += ["NaN"] * 3 if summ is None else \
+                        [repr(summ["median"]), repr(summ["q1"]), repr(summ["q3"])]
+                f.write(" ".join(row) + "\n")
+        better = "higher is better" if kind.higher_is_better else "lower is better"
+        plots = ", ".join(
+            f"'{os.path.basename(dat)}' using 1:{3 + 3 * j}:{4 + 3 * j}:{5 + 3 * j}:xtic(2) "
+            f"with yerrorlines title '{h} {r}'"
+            for j, (h, r) in enumerate(series))
+        script = os.path.join(plot_dir, f"{wl}.gp")
+        with open(script, "w", encoding="utf-8") as f:
+            f.write(f"""set terminal pngcairo size 900,540 noenhanced
+set output '{wl}.png'
+set title '{wl}: median and interquartile range per TWED setting'
+set xlabel 'TWED setting'
+set ylabel '{kind.primary} ({kind.unit}, {better})'
+set xtics rotate by -30
+set grid ytics
+set key outside right top
+set offsets 0.3, 0.3, 0, 0
+set datafile missing 'NaN'
+plot {plots}
+""")
+        if gnuplot:
+            p = subprocess.run([gnuplot, os.path.basename(script)], cwd=plot_dir,
+                               capture_output=True, text=True)
+            if p.returncode == 0:
+                made.append(os.path.join("plots", f"{wl}.png"))
+            else:
+                print(f"twed-sweep: gnuplot failed for {wl}: {p.stderr.strip()}")
+    return made, gnuplot is not None
+
+
+def machine_section(sweep):
+    lines = []
+    hosts = {h: load_json(os.path.join(sweep.out, "hosts", f"{h}.json"), {}) for h in sweep.hosts}
+    emulated = [h for h, i in hosts.items() if i.get("cpu_kind") == "emulated"]
+    if emulated:
+        lines.append(f"> **Emulated CPU ({', '.join(emulated)}).** These hosts are TCG guests "
+                     "of QEMU (`-cpu max`): FEAT_TWED, WFE trapping and the timings are "
+                     "emulated. The trap counts show the mechanism working; the times and "
+                     "rates are NOT hardware performance and must not be quoted as such.\n")
+    for h, i in hosts.items():
+        lines.append(f"### {h}\n")
+        if not i:
+            lines.append("- not described (no hosts/ file)\n")
+            continue
+        if i.get("error"):
+            lines.append(f"- could not be described: {i['error']}\n")
+            continue
+        tw = {True: "yes", False: "no", None: "unknown"}[i.get("twed_supported")]
+        lines += [
+            f"- uname: `{i.get('uname', '')}`",
+            f"- kernel: {i.get('kernel', '')} (command line `{i.get('cmdline', '')}`)",
+            f"- CPU: {i.get('cpu_model', '')}, MIDR_EL1 {i.get('midr_el1') or 'unreadable'}, "
+            f"{i.get('cores', '?')} cores",
+            f"- machine: {i.get('dt_model') or 'unknown'}",
+            f"- CPU kind: **{i.get('cpu_kind', 'unknown')}** — {i.get('cpu_kind_reason', '')}",
+            f"- TWED supported (domain capabilities): {tw}",
+            "",
+        ]
+    ctl = load_json(os.path.join(sweep.out, "controller.json"))
+    if ctl:
+        lines += ["### The machine running twed-sweep\n",
+                  f"- uname: `{ctl['uname']}`",
+                  f"- CPU: {ctl['cpu_model']}, {ctl['cores']} cores",
+                  "- On the emulated cluster this machine runs every emulated host, so "
+                  "its load shapes all timings.", ""]
+    return "\n".join(lines)
+
+
+def method_section(sweep):
+    m = sweep.matrix
+    hl = m.get("host_latency", {})
+    wl_lines = "\n".join(f"  - `{w['label']}`: `{w['name']} {' '.join(w['args'])}`"
+                         for w in m["workloads"])
+    settings = ", ".join(f"`{s['label']}`" for s in m["twed"])
+    return f"""- Guest: {m['guest']['vcpus']} vCPUs, {m['guest']['memory_mib']} MiB, the twed guest
+  kernel and initramfs; overcommit by pinning vCPU i to pCPU ⌊i / N⌋ for N:1
+  (each used pCPU carries N vCPUs), or no pinning (`unpinned`). Ratios: {', '.join(m['overcommit'])}.
+- TWED settings: {settings}. Each is set through libvirt
+  (`virsh twedtune --live --config`, i.e. virDomainSetTwedParameters) on the
+  guest started paused, read back, then the guest is resumed.
+- Workloads, run inside the guest:
+{wl_lines}
+- Each run is a fresh guest. Its init prints a BEGIN marker, idles, runs the
+  workload, prints END and idles; the host samples `virsh domstats --vcpu` at
+  BEGIN and END, and the kernel's stats (`wfe_exit_stat`, `twed_grow`,
+  `twed_shrink`: deltas summed over vCPUs; `twed_delay`: mean over vCPUs at
+  the end) cover the workload only.
+- Host scheduler latency: `cyclictest -q -m -S -d 0 -p {hl.get('priority', 80)} -i {hl.get('interval_us', 1000)}`
+  on the host from BEGIN to END ({'enabled' if hl.get('enabled', True) else 'disabled'});
+  reported: max over CPUs, in µs.
+- Repetitions: {m['repetitions']} per point; settings are interleaved within each
+  repetition so that drift over the sweep spreads over all settings.
+- Figures: median over repetitions, spread as interquartile range (type-7
+  quantiles) and min–max; change = (median − median of `{sweep.baseline or 'off'}`) /
+  median of `{sweep.baseline or 'off'}`. Raw results: `raw/` (one JSON per run,
+  console included), `results.csv`, `results.json`; failed attempts: `failed/`.
+"""
+
+
+def write_report(out_dir):
+    sweep = Sweep(out_dir)
+    write_csvs(sweep)
+    table = write_table(sweep)
+    plots, have_gnuplot = write_plots(sweep)
+    failed = glob.glob(os.path.join(out_dir, "failed", "**", "*.json"), recursive=True)
+    m = sweep.matrix
+    expected = (len(m["hosts"]) * len(m["overcommit"]) * len(m["workloads"])
+                * len(m["twed"]) * m["repetitions"])
+    parts = [f"# twed sweep `{m['name']}`\n"]
+    if m.get("description"):
+        parts.append(m["description"] + "\n")
+    parts.append(f"{len(sweep.runs)} of {expected} runs have results"
+                 + (f"; {len(failed)} failed attempts are kept in `failed/`" if failed else "")
+                 + ".\n")
+    parts += ["## Machine\n", machine_section(sweep), "## Method\n", method_section(sweep),
+              "## Results\n",
+              "Cells: median (IQR; min–max; n) and the change of the median versus "
+              f"`{sweep.baseline}`.\n" if sweep.baseline else
+              "Cells: median (IQR; min–max; n); the matrix has no `off` setting to compare with.\n",
+              table, "## Plots\n"]
+    if plots:
+        parts += [f"![{os.path.basename(p)}]({p})\n" for p in plots]
+    else:
+        parts.append("No plots: " + ("gnuplot failed." if have_gnuplot else "gnuplot is not installed.") + "\n")
+    with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(parts))
+    return sweep
