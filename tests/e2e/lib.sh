@@ -24,41 +24,21 @@ csh() { "$cluster" sh "$@"; }
 #   none (unpinned); TWED: attributes of <twed/>, or "" for no element;
 #   CMD: the guest's twed.guest= command (tools/hostimage/guest-boot)
 guest_xml() {
-	local name=$1 vcpus=$2 pcpus=$3 twed=$4 cmd=$5 i=0 p pins=''
+	local name=$1 vcpus=$2 pcpus=$3 twed=$4 cmd=$5 i=0 p cputune='' xml
 	if [ "$pcpus" != - ]; then
 		for p in $pcpus; do
-			pins+="    <vcpupin vcpu='$i' cpuset='$p'/>"$'\n'
+			cputune+="    <vcpupin vcpu='$i' cpuset='$p'/>"$'\n'
 			i=$((i + 1))
 		done
 	fi
-	cat <<-XML
-	<domain type='kvm'>
-	  <name>$name</name>
-	  <memory unit='MiB'>96</memory>
-	  <vcpu placement='static'>$vcpus</vcpu>
-	  <cputune>
-	$pins${twed:+    <twed $twed/>
-	}  </cputune>
-	  <os>
-	    <type arch='aarch64' machine='virt'>hvm</type>
-	    <kernel>/var/lib/twed/guest/Image</kernel>
-	    <initrd>/var/lib/twed/guest/initramfs.cpio</initrd>
-	    <cmdline>console=ttyAMA0 quiet panic=-1 twed.guest=$cmd</cmdline>
-	  </os>
-	  <features><gic version='3'/></features>
-	  <cpu mode='host-passthrough'/>
-	  <on_poweroff>destroy</on_poweroff>
-	  <on_crash>destroy</on_crash>
-	  <devices>
-	    <emulator>/usr/bin/qemu-system-aarch64</emulator>
-	    <serial type='file'>
-	      <source path='/var/log/twed/$name.console'/>
-	    </serial>
-	    <controller type='usb' model='none'/>
-	    <memballoon model='none'/>
-	  </devices>
-	</domain>
-	XML
+	[ -z "$twed" ] || cputune+="    <twed $twed/>"$'\n'
+	xml=$(<"$root/tools/config/guest-domain.xml")
+	xml=${xml//@NAME@/$name}
+	xml=${xml//@MEMORY_MIB@/96}
+	xml=${xml//@VCPUS@/$vcpus}
+	xml=${xml//@CPUTUNE@/$cputune}
+	xml=${xml//@CMD@/$cmd}
+	printf '%s\n' "$xml"
 }
 
 # define_guest HOST NAME VCPUS PCPUS TWED CMD: define it on HOST

@@ -19,27 +19,9 @@
 #include <sys/mman.h>
 #include <time.h>
 
-static unsigned long parse_num(const char *opt, const char *s, unsigned long max)
-{
-	char *end;
-	unsigned long v;
+#include "workload.h"
 
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v == 0 || v > max || s[0] == '-') {
-		fprintf(stderr, "fault: %s: '%s' is not a whole number in 1..%lu\n", opt, s, max);
-		exit(2);
-	}
-	return v;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+const char *workload_name = "fault";
 
 int main(int argc, char **argv)
 {
@@ -65,9 +47,9 @@ int main(int argc, char **argv)
 				return 2;
 			}
 		} else if (!strcmp(opt, "--size")) {
-			size_mib = parse_num(opt, argv[++i], 1UL << 20);
+			size_mib = workload_parse_num(opt, argv[++i], 1UL << 20);
 		} else if (!strcmp(opt, "--stride")) {
-			stride = parse_num(opt, argv[++i], 1UL << 30);
+			stride = workload_parse_num(opt, argv[++i], 1UL << 30);
 		} else {
 			fprintf(stderr, "fault: unknown option '%s'\n", opt);
 			return 2;
@@ -85,14 +67,14 @@ int main(int argc, char **argv)
 	madvise((void *)mem, len, MADV_NOHUGEPAGE);
 
 	touches = (len + stride - 1) / stride;
-	t0 = now();
+	t0 = workload_now();
 	for (size_t off = 0; off < len; off += stride) {
 		if (mode[0] == 'r')
 			sum += mem[off];
 		if (strcmp(mode, "read"))
 			mem[off] = (unsigned char)off;
 	}
-	t = now() - t0;
+	t = workload_now() - t0;
 	printf("fault mode=%s size_mib=%lu stride=%lu touches=%lu seconds=%.6f ns_per_touch=%.1f\n",
 	       mode, size_mib, stride, touches, t, t * 1e9 / touches);
 	munmap((void *)mem, len);

@@ -22,27 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static unsigned long parse_num(const char *opt, const char *s, unsigned long max)
-{
-	char *end;
-	unsigned long v;
+#include "workload.h"
 
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v == 0 || v > max || s[0] == '-') {
-		fprintf(stderr, "fscopy: %s: '%s' is not a whole number in 1..%lu\n", opt, s, max);
-		exit(2);
-	}
-	return v;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+const char *workload_name = "fscopy";
 
 static void die_errno(const char *what, const char *path)
 {
@@ -68,11 +50,11 @@ int main(int argc, char **argv)
 		if (!strcmp(opt, "--preset"))
 			preset = argv[++i];
 		else if (!strcmp(opt, "--buffer"))
-			buffer = parse_num(opt, argv[++i], 1UL << 24);
+			buffer = workload_parse_num(opt, argv[++i], 1UL << 24);
 		else if (!strcmp(opt, "--blocks"))
-			blocks = parse_num(opt, argv[++i], 1UL << 24);
+			blocks = workload_parse_num(opt, argv[++i], 1UL << 24);
 		else if (!strcmp(opt, "--seconds"))
-			seconds = parse_num(opt, argv[++i], 86400);
+			seconds = workload_parse_num(opt, argv[++i], 86400);
 		else if (!strcmp(opt, "--dir"))
 			dir = argv[++i];
 		else {
@@ -110,7 +92,7 @@ int main(int argc, char **argv)
 		if (write(in, buf, buffer) != (ssize_t)buffer)
 			die_errno("write", src);
 
-	t0 = now();
+	t0 = workload_now();
 	do {
 		/* One pass: the whole file, then both offsets back to 0. */
 		lseek(in, 0, SEEK_SET);
@@ -124,7 +106,7 @@ int main(int argc, char **argv)
 			kb += rem / 1024;
 			rem %= 1024;
 		}
-		t = now() - t0;
+		t = workload_now() - t0;
 	} while (t < seconds);
 
 	printf("fscopy preset=%s buffer=%lu blocks=%lu seconds=%.3f kb_copied=%lu kb_per_s=%.0f\n",

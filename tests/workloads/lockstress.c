@@ -30,6 +30,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "workload.h"
+
+const char *workload_name = "lockstress";
+
 #define SUB_BITS	4
 #define SUBS		(1 << SUB_BITS)
 #define BUCKETS		(64 * SUBS)
@@ -89,14 +93,6 @@ static void spin_unlock(unsigned int *l)
 }
 #endif
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
-}
-
 static unsigned int bucket_of(uint64_t v)
 {
 	unsigned int msb;
@@ -131,10 +127,10 @@ static void *work(void *arg)
 	while (!atomic_load(&go))
 		;
 	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
-		uint64_t t0 = now_ns(), waited;
+		uint64_t t0 = workload_now_ns(), waited;
 
 		spin_lock(&lock.value);
-		waited = now_ns() - t0;
+		waited = workload_now_ns() - t0;
 		busy(hold_iters);
 		spin_unlock(&lock.value);
 		w->acquisitions++;
@@ -144,21 +140,6 @@ static void *work(void *arg)
 		busy(think_iters);
 	}
 	return NULL;
-}
-
-static unsigned long parse_num(const char *opt, const char *s, unsigned long max)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v == 0 || v > max || s[0] == '-') {
-		fprintf(stderr, "lockstress: %s: '%s' is not a whole number in 1..%lu\n",
-			opt, s, max);
-		exit(2);
-	}
-	return v;
 }
 
 static uint64_t percentile(const uint64_t *hist, uint64_t total, double p)
@@ -190,13 +171,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		if (!strcmp(opt, "--threads"))
-			threads = parse_num(opt, argv[++i], 1024);
+			threads = workload_parse_num(opt, argv[++i], 1024);
 		else if (!strcmp(opt, "--seconds"))
-			seconds = parse_num(opt, argv[++i], 86400);
+			seconds = workload_parse_num(opt, argv[++i], 86400);
 		else if (!strcmp(opt, "--hold"))
-			hold_iters = parse_num(opt, argv[++i], 100000000);
+			hold_iters = workload_parse_num(opt, argv[++i], 100000000);
 		else if (!strcmp(opt, "--think"))
-			think_iters = parse_num(opt, argv[++i], 100000000);
+			think_iters = workload_parse_num(opt, argv[++i], 100000000);
 		else {
 			fprintf(stderr, "lockstress: unknown option '%s'\n", opt);
 			return 2;
@@ -217,7 +198,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	t0 = now_ns();
+	t0 = workload_now_ns();
 	atomic_store(&go, 1);
 	sleep(seconds);
 	atomic_store(&stop, 1);
@@ -229,7 +210,7 @@ int main(int argc, char **argv)
 		for (unsigned int b = 0; b < BUCKETS; b++)
 			hist[b] += workers[t].hist[b];
 	}
-	elapsed = now_ns() - t0;
+	elapsed = workload_now_ns() - t0;
 	printf("lockstress threads=%lu seconds=%.2f acquisitions=%" PRIu64
 	       " acq_per_s=%.0f wait_p50_ns=%" PRIu64 " wait_p90_ns=%" PRIu64
 	       " wait_p99_ns=%" PRIu64 " wait_max_ns=%" PRIu64 "\n",

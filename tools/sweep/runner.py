@@ -196,36 +196,18 @@ def guest_cmdline(argv, settle=SETTLE_SECONDS):
 
 
 def guest_xml(name, vcpus, memory_mib, pinning, cmdline):
-    """The domain of tests/e2e/lib.sh's guest_xml, without <twed/>: the
-    sweep sets TWED through the API."""
+    """tools/config/guest-domain.xml (the guest of tests/e2e/lib.sh),
+    without <twed/>: the sweep sets TWED through the API."""
     pins = "".join(f"    <vcpupin vcpu='{i}' cpuset='{p}'/>\n"
                    for i, p in enumerate(pinning or []))
-    return f"""<domain type='kvm'>
-  <name>{name}</name>
-  <memory unit='MiB'>{memory_mib}</memory>
-  <vcpu placement='static'>{vcpus}</vcpu>
-  <cputune>
-{pins}  </cputune>
-  <os>
-    <type arch='aarch64' machine='virt'>hvm</type>
-    <kernel>/var/lib/twed/guest/Image</kernel>
-    <initrd>/var/lib/twed/guest/initramfs.cpio</initrd>
-    <cmdline>console=ttyAMA0 quiet panic=-1 twed.guest={cmdline}</cmdline>
-  </os>
-  <features><gic version='3'/></features>
-  <cpu mode='host-passthrough'/>
-  <on_poweroff>destroy</on_poweroff>
-  <on_crash>destroy</on_crash>
-  <devices>
-    <emulator>/usr/bin/qemu-system-aarch64</emulator>
-    <serial type='file'>
-      <source path='/var/log/twed/{name}.console'/>
-    </serial>
-    <controller type='usb' model='none'/>
-    <memballoon model='none'/>
-  </devices>
-</domain>
-"""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "tools", "config", "guest-domain.xml")) as f:
+        template = f.read()
+    return (template.replace("@CPUTUNE@", pins)
+            .replace("@NAME@", name)
+            .replace("@MEMORY_MIB@", str(memory_mib))
+            .replace("@VCPUS@", str(vcpus))
+            .replace("@CMD@", cmdline))
 
 
 def parse_domstats(text):
