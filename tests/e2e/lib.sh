@@ -52,13 +52,16 @@ define_guest() {
 	return $rc
 }
 
+# wait_for SECONDS COMMAND...: COMMAND succeeds within SECONDS
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do [ $SECONDS -lt $deadline ] || return 1; sleep 1; done
+}
+
 # wait_console HOST NAME PATTERN [SECONDS]: the guest's console shows PATTERN
 wait_console() {
-	local host=$1 name=$2 pattern=$3 deadline=$((SECONDS + ${4:-120}))
-	until csh "$host" "grep -q '$pattern' /var/log/twed/$name.console" >/dev/null; do
-		[ $SECONDS -lt $deadline ] || return 1
-		sleep 1
-	done
+	wait_for "${4:-120}" csh "$1" "grep -q '$3' /var/log/twed/$2.console >/dev/null"
 }
 
 # vcpu_stat HOST NAME VCPU STAT: one of the kernel's per-vCPU stats in

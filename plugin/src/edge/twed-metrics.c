@@ -26,6 +26,20 @@ family (GString *s, const char *name, const char *type, const char *help)
   g_string_append_printf (s, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+/* A family of one unlabelled sample: its HELP, TYPE and value lines. */
+static void G_GNUC_PRINTF (5, 6)
+scalar (GString *s, const char *name, const char *type, const char *help, const char *fmt, ...)
+{
+  va_list ap;
+
+  family (s, name, type, help);
+  g_string_append_printf (s, "%s ", name);
+  va_start (ap, fmt);
+  g_string_append_vprintf (s, fmt, ap);
+  va_end (ap);
+  g_string_append_c (s, '\n');
+}
+
 static void
 sample_host (GString *s, const char *name, const char *host, double value)
 {
@@ -39,24 +53,24 @@ twed_metrics_render (const TwedPlan *plan, const TwedCounters *c)
 {
   GString *s = g_string_new (NULL);
 
-  family (s, "twed_cycles_total", "counter", "Planning cycles run.");
-  g_string_append_printf (s, "twed_cycles_total %" G_GUINT64_FORMAT "\n", c->cycles);
-  family (s, "twed_changes_applied_total", "counter", "TWED changes applied.");
-  g_string_append_printf (s, "twed_changes_applied_total %" G_GUINT64_FORMAT "\n", c->changes_applied);
-  family (s, "twed_changes_failed_total", "counter", "TWED changes that failed.");
-  g_string_append_printf (s, "twed_changes_failed_total %" G_GUINT64_FORMAT "\n", c->changes_failed);
-  family (s, "twed_policy_errors_total", "counter", "Policy loads rejected (last good kept).");
-  g_string_append_printf (s, "twed_policy_errors_total %" G_GUINT64_FORMAT "\n", c->policy_errors);
-  family (s, "twed_policy_ok", "gauge", "1 if the last policy load succeeded.");
-  g_string_append_printf (s, "twed_policy_ok %d\n", c->policy_ok ? 1 : 0);
-  family (s, "twed_policy_loaded_timestamp_seconds", "gauge", "When the policy in force was loaded.");
-  g_string_append_printf (s, "twed_policy_loaded_timestamp_seconds %" G_GINT64_FORMAT "\n", c->policy_loaded_at);
-  family (s, "twed_libvirt_reads_total", "counter", "libvirt read calls.");
-  g_string_append_printf (s, "twed_libvirt_reads_total %" G_GUINT64_FORMAT "\n", c->libvirt_reads);
-  family (s, "twed_libvirt_writes_total", "counter", "libvirt write calls.");
-  g_string_append_printf (s, "twed_libvirt_writes_total %" G_GUINT64_FORMAT "\n", c->libvirt_writes);
-  family (s, "twed_cycle_seconds", "gauge", "Wall time of the last cycle.");
-  g_string_append_printf (s, "twed_cycle_seconds %.6f\n", c->cycle_seconds);
+  scalar (s, "twed_cycles_total", "counter", "Planning cycles run.",
+          "%" G_GUINT64_FORMAT, c->cycles);
+  scalar (s, "twed_changes_applied_total", "counter", "TWED changes applied.",
+          "%" G_GUINT64_FORMAT, c->changes_applied);
+  scalar (s, "twed_changes_failed_total", "counter", "TWED changes that failed.",
+          "%" G_GUINT64_FORMAT, c->changes_failed);
+  scalar (s, "twed_policy_errors_total", "counter", "Policy loads rejected (last good kept).",
+          "%" G_GUINT64_FORMAT, c->policy_errors);
+  scalar (s, "twed_policy_ok", "gauge", "1 if the last policy load succeeded.",
+          "%d", c->policy_ok ? 1 : 0);
+  scalar (s, "twed_policy_loaded_timestamp_seconds", "gauge", "When the policy in force was loaded.",
+          "%" G_GINT64_FORMAT, c->policy_loaded_at);
+  scalar (s, "twed_libvirt_reads_total", "counter", "libvirt read calls.",
+          "%" G_GUINT64_FORMAT, c->libvirt_reads);
+  scalar (s, "twed_libvirt_writes_total", "counter", "libvirt write calls.",
+          "%" G_GUINT64_FORMAT, c->libvirt_writes);
+  scalar (s, "twed_cycle_seconds", "gauge", "Wall time of the last cycle.",
+          "%.6f", c->cycle_seconds);
 
   if (plan)
     {
