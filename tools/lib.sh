@@ -4,6 +4,9 @@
 TWED_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TWED_CACHE_DIR=${TWED_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/twed}
 TWED_WORK_DIR=${TWED_WORK_DIR:-$TWED_ROOT/work}
+# Source trees and builds of kernel, QEMU and libvirt for the tests, shared
+# by every clone (tools/stack); empty: under each build directory.
+TWED_LAYER_CACHE=${TWED_LAYER_CACHE-$TWED_CACHE_DIR/layers}
 export CCACHE_DIR=${CCACHE_DIR:-$TWED_CACHE_DIR/ccache}
 export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
 # Builds under the checkout hit the cache from any other clone of it: paths
@@ -12,6 +15,11 @@ export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-8G}
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$TWED_ROOT}
 export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-include_file_mtime,include_file_ctime,time_macros}
+# Depend mode: a miss costs the compile alone, not a preprocessor run on
+# top (measured: the arm64 kernel's cold build takes 419 s with plain
+# ccache, 313 s in depend mode, 305 s without ccache).  Every build here
+# writes dependency files (-MD), which depend mode needs.
+export CCACHE_DEPEND=${CCACHE_DEPEND:-1}
 # Debian's meson and python modules live with /usr/bin/python3; a python3
 # earlier on PATH may not see them.
 TWED_PYTHON=/usr/bin/python3
