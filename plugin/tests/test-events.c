@@ -7,6 +7,8 @@
 #include "twed-libvirt.h"
 #include "twed-log.h"
 
+#include <signal.h>
+
 static const char *demo_dir;
 
 static gboolean
@@ -89,6 +91,16 @@ test_start_event (void)
   g_assert_cmpuint (twed_engine_get_last_plan (e)->hosts->len, ==, 2);
 }
 
+/* A libvirtd connection that breaks must not end twedd by SIGPIPE. */
+static void
+test_sigpipe_ignored (void)
+{
+  struct sigaction sa;
+
+  g_assert_cmpint (sigaction (SIGPIPE, NULL, &sa), ==, 0);
+  g_assert_true (sa.sa_handler == SIG_IGN);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -99,6 +111,7 @@ main (int argc, char **argv)
   twed_log_init (g_getenv ("TWED_TEST_VERBOSE") ? TWED_LOG_DEBUG : TWED_LOG_QUIET);
   twed_libvirt_init (TRUE);
   g_test_add_func ("/engine/start-event", test_start_event);
+  g_test_add_func ("/libvirt/sigpipe-ignored", test_sigpipe_ignored);
   {
     int rc = g_test_run ();
 

@@ -2,6 +2,8 @@
 #include "twed-libvirt.h"
 #include "twed-types.h"
 
+#include <signal.h>
+
 static GThread *event_thread;
 static gint event_quit;
 static int event_timer = -1;
@@ -32,6 +34,11 @@ twed_libvirt_init (gboolean event_loop)
 
   if (g_once_init_enter (&done))
     {
+      /* libvirt's remote driver writes to its sockets with write(2): a
+       * libvirtd that went away (restarted, host gone, keepalive given
+       * up) must make the next call fail, not SIGPIPE end the daemon
+       * or the command mid-cycle.  virsh does the same. */
+      signal (SIGPIPE, SIG_IGN);
       virSetErrorFunc (NULL, quiet_error_func);
       virInitialize ();
       /* Lifecycle events and keepalive need libvirt's event loop; it
