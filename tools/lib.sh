@@ -50,3 +50,9 @@ components() { awk '!/^#/ && NF { print $1 }' "$TWED_ROOT/tools/bases.conf"; }
 patch_dir() { echo "$TWED_ROOT/$1-patches"; }
 
 jobs() { nproc 2>/dev/null || echo 2; }
+
+# update_file NEW DEST: move NEW over DEST unless they are the same, so
+# that an unchanged DEST keeps its timestamp (nothing rebuilds for it).
+update_file() {
+	if cmp -s "$1" "$2"; then rm -f "$1"; else mv -f "$1" "$2"; fi
+}
