@@ -56,3 +56,9 @@ jobs() { nproc 2>/dev/null || echo 2; }
 update_file() {
 	if cmp -s "$1" "$2"; then rm -f "$1"; else mv -f "$1" "$2"; fi
 }
+
+# copy_if_changed SRC DEST: copy SRC to DEST unless DEST is the same already
+# (keeping its timestamp).
+copy_if_changed() {
+	cmp -s "$1" "$2" || cp "$1" "$2"
+}
