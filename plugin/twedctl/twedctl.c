@@ -65,8 +65,8 @@ main (int argc, char **argv)
   usage (stderr);
 
 out:
-  g_clear_pointer (&ctl.backend, twed_backend_free);
-  g_clear_pointer (&ctl.policies, twed_policy_set_free);
+  g_clear_pointer (&ctl.backend, twed_backend_unref);
+  g_clear_pointer (&ctl.policies, twed_policy_set_unref);
   g_clear_pointer (&ctl.config, twed_config_free);
   g_strfreev (ctl.connect);
   g_strfreev (ctl.policy_files);

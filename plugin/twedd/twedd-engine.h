@@ -9,7 +9,10 @@ G_BEGIN_DECLS
 
 typedef struct _TwedEngine TwedEngine;
 
-/* Takes ownership of @config. Runs in the thread-default main context. */
+/* Takes ownership of @config. Runs in the thread-default main context,
+ * which must be the one that dispatches libvirt's events (GLib's global
+ * default, see twed_libvirt_init): the engine keeps every libvirt call
+ * off it, in a thread pool. */
 TwedEngine *twed_engine_new (TwedConfig *config, gboolean dry_run);
 void        twed_engine_free (TwedEngine *engine);
 
@@ -23,8 +26,8 @@ gboolean twed_engine_reload_policies (TwedEngine *engine);
 /* Replaces the configuration (SIGHUP); TRUE when it was taken. */
 gboolean twed_engine_reload_config (TwedEngine *engine, TwedConfig *config);
 
-/* One inventory/plan/apply pass over every host, or just @only_host. */
-void twed_engine_cycle (TwedEngine *engine, const char *only_host);
+/* No pass runs or waits for its debounce (for tests). */
+gboolean twed_engine_idle (TwedEngine *engine);
 
 TwedBackend         *twed_engine_get_backend (TwedEngine *engine);
 const TwedPlan      *twed_engine_get_last_plan (TwedEngine *engine);

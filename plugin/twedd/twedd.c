@@ -173,8 +173,6 @@ main (int argc, char **argv)
   g_main_loop_run (d.loop);
 
 out:
-  /* Stop libvirt's event thread first: its callbacks use the engine. */
-  twed_libvirt_shutdown ();
   twed_engine_free (d.engine);
   g_main_loop_unref (d.loop);
   g_free (d.config_path);

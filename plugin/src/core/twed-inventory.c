@@ -57,6 +57,7 @@ twed_domain_free (TwedDomain *dom)
   g_ptr_array_unref (dom->affinity);
   g_ptr_array_unref (dom->meta);
   g_free (dom->flavor);
+  g_free (dom->load_error);
   g_free (dom);
 }
 
@@ -90,6 +91,7 @@ twed_domain_copy (const TwedDomain *src)
       g_ptr_array_add (dom->meta, c);
     }
   dom->flavor = g_strdup (src->flavor);
+  dom->load_error = g_strdup (src->load_error);
   dom->ratio = src->ratio;
   return dom;
 }

@@ -37,6 +37,11 @@ typedef struct {
   TwedSetting pinned;       /* meaningful when manage == PINNED */
   GPtrArray *meta;          /* TwedMetaItem */
   char *flavor;             /* Nova flavor name, if any */
+  /* Why the definition could not be read this cycle (busy with a
+   * migration or another job, or unparsable); NULL when it was read.
+   * The load then counts the last known vCPUs and pinning, and the
+   * planner leaves the domain alone until it is read again. */
+  char *load_error;
 
   /* Filled by twed_host_compute(). */
   double ratio;
@@ -47,6 +52,8 @@ typedef struct {
   char *uri;
   gboolean reachable;
   char *error;
+  gint64 retry_at;         /* unreachable: monotonic usec of the next
+                            * attempt (backoff), 0 = none due */
   guint ncpus;             /* pCPUs the host has (ids 0..ncpus-1) */
   GArray *online;          /* online pCPU ids, NULL = all */
   TwedSupport support;

@@ -142,6 +142,13 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
       e->action = TWED_ACTION_SKIP;
       e->reason = g_strdup ("pinned by hand (<twed:policy manage='pinned'>)");
     }
+  else if (dom->load_error)
+    {
+      e->action = TWED_ACTION_SKIP;
+      e->reason = g_strdup_printf ("definition not read (%s): its last known %u vCPU(s) and pinning "
+                                   "are counted, read again at the next pass",
+                                   dom->load_error, dom->nvcpus);
+    }
   else if (host->support == TWED_SUPPORT_NO)
     {
       e->action = TWED_ACTION_SKIP;
@@ -216,13 +223,44 @@ find_policy (const TwedPolicySet *set, const char *name)
   return set->fallback;
 }
 
-static void
-apply_rate_limits (TwedPlan *plan, const TwedPolicySet *set, guint cap)
+struct _TwedBudget {
+  guint cap;              /* changes over all hosts and policies, 0 = none */
+  guint total;
+  GHashTable *per_host;   /* "policy\nhost" -> changes */
+  GHashTable *per_policy; /* policy -> changes */
+};
+
+TwedBudget *
+twed_budget_new (guint cap)
+{
+  TwedBudget *b = g_new0 (TwedBudget, 1);
+
+  b->cap = cap;
+  b->per_host = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  b->per_policy = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  return b;
+}
+
+void
+twed_budget_free (TwedBudget *b)
+{
+  if (!b)
+    return;
+  g_hash_table_unref (b->per_host);
+  g_hash_table_unref (b->per_policy);
+  g_free (b);
+}
+
+guint
+twed_budget_spent (const TwedBudget *b)
+{
+  return b->total;
+}
+
+void
+twed_plan_apply_budget (TwedPlan *plan, const TwedPolicySet *set, TwedBudget *budget)
 {
   g_autoptr(GPtrArray) changes = g_ptr_array_new ();
-  g_autoptr(GHashTable) per_host = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr(GHashTable) per_policy = g_hash_table_new (g_str_hash, g_str_equal);
-  guint total = 0;
 
   for (guint i = 0; i < plan->entries->len; i++)
     {
@@ -238,8 +276,8 @@ apply_rate_limits (TwedPlan *plan, const TwedPolicySet *set, guint cap)
       TwedPlanEntry *e = g_ptr_array_index (changes, i);
       const TwedPolicy *pol = find_policy (set, e->policy);
       g_autofree char *key = g_strdup_printf ("%s\n%s", e->policy, e->host);
-      guint nh = GPOINTER_TO_UINT (g_hash_table_lookup (per_host, key));
-      guint np = GPOINTER_TO_UINT (g_hash_table_lookup (per_policy, e->policy));
+      guint nh = GPOINTER_TO_UINT (g_hash_table_lookup (budget->per_host, key));
+      guint np = GPOINTER_TO_UINT (g_hash_table_lookup (budget->per_policy, e->policy));
       char *why = NULL;
 
       if (pol->max_per_host && nh >= pol->max_per_host)
@@ -248,8 +286,8 @@ apply_rate_limits (TwedPlan *plan, const TwedPolicySet *set, guint cap)
       else if (pol->max_global && np >= pol->max_global)
         why = g_strdup_printf ("max_changes_per_cycle.global %u of policy %s reached",
                                pol->max_global, pol->name);
-      else if (cap && total >= cap)
-        why = g_strdup_printf ("configured max_changes_per_cycle %u reached", cap);
+      else if (budget->cap && budget->total >= budget->cap)
+        why = g_strdup_printf ("configured max_changes_per_cycle %u reached", budget->cap);
       if (why)
         {
           g_autofree char *old = e->reason;
@@ -259,9 +297,9 @@ apply_rate_limits (TwedPlan *plan, const TwedPolicySet *set, guint cap)
           g_free (why);
           continue;
         }
-      g_hash_table_insert (per_host, g_steal_pointer (&key), GUINT_TO_POINTER (nh + 1));
-      g_hash_table_insert (per_policy, e->policy, GUINT_TO_POINTER (np + 1));
-      total++;
+      g_hash_table_insert (budget->per_host, g_steal_pointer (&key), GUINT_TO_POINTER (nh + 1));
+      g_hash_table_insert (budget->per_policy, g_strdup (e->policy), GUINT_TO_POINTER (np + 1));
+      budget->total++;
     }
 }
 
@@ -297,7 +335,12 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
         g_ptr_array_add (plan->entries, plan_domain (host, g_ptr_array_index (host->domains, d), set));
     }
   g_ptr_array_sort (plan->entries, cmp_entry);
-  apply_rate_limits (plan, set, opts ? opts->max_changes_global : 0);
+  {
+    TwedBudget *budget = twed_budget_new (opts ? opts->max_changes_global : 0);
+
+    twed_plan_apply_budget (plan, set, budget);
+    twed_budget_free (budget);
+  }
   return plan;
 }
 

@@ -67,6 +67,18 @@ typedef struct {
 TwedPlan *twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set,
                            const TwedPlanOptions *opts);
 void      twed_plan_free (TwedPlan *plan);
+
+/* The changes granted so far against the policies' max_changes_per_cycle
+ * and an overall cap: one plan's (twed_plan_build uses a fresh one), or
+ * every plan's of an interval, so that passes over single hosts share
+ * the fleet-wide limits. */
+typedef struct _TwedBudget TwedBudget;
+TwedBudget *twed_budget_new (guint cap /* 0 = none */);
+void        twed_budget_free (TwedBudget *budget);
+guint       twed_budget_spent (const TwedBudget *budget);
+/* Turns the changes of @plan that exceed @budget into deferrals (most
+ * overcommitted first get the budget) and counts the rest against it. */
+void        twed_plan_apply_budget (TwedPlan *plan, const TwedPolicySet *set, TwedBudget *budget);
 guint     twed_plan_count (const TwedPlan *plan, TwedAction action);
 guint     twed_plan_count_result (const TwedPlan *plan, TwedResult result);
 guint     twed_plan_unreachable (const TwedPlan *plan);
@@ -80,5 +92,6 @@ char *twed_plan_to_table (const TwedPlan *plan, gboolean all);
 char *twed_plan_hosts_to_table (const TwedPlan *plan);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedPlan, twed_plan_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedBudget, twed_budget_free)
 
 G_END_DECLS

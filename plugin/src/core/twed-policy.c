@@ -86,21 +86,33 @@ twed_policy_band_range (const TwedPolicy *pol, guint index, double *lo, double *
 TwedPolicySet *
 twed_policy_set_new (void)
 {
-  TwedPolicySet *set = g_new0 (TwedPolicySet, 1);
+  TwedPolicySet *set = g_atomic_rc_box_new0 (TwedPolicySet);
 
   set->policies = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_policy_free);
   set->fallback = twed_policy_new_default ();
   return set;
 }
 
-void
-twed_policy_set_free (TwedPolicySet *set)
+TwedPolicySet *
+twed_policy_set_ref (TwedPolicySet *set)
 {
-  if (!set)
-    return;
+  return g_atomic_rc_box_acquire (set);
+}
+
+static void
+policy_set_clear (gpointer p)
+{
+  TwedPolicySet *set = p;
+
   g_ptr_array_unref (set->policies);
   twed_policy_free (set->fallback);
-  g_free (set);
+}
+
+void
+twed_policy_set_unref (TwedPolicySet *set)
+{
+  if (set)
+    g_atomic_rc_box_release_full (set, policy_set_clear);
 }
 
 static int

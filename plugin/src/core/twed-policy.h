@@ -55,8 +55,11 @@ guint    twed_policy_band_index (const TwedPolicy *policy, double ratio);
 const TwedSetting *twed_policy_band_setting (const TwedPolicy *policy, guint index);
 void     twed_policy_band_range (const TwedPolicy *policy, guint index, double *lo, double *hi);
 
+/* Reference counted: a pass running in a worker keeps the set it
+ * started with while a reload replaces it. */
 TwedPolicySet *twed_policy_set_new (void);
-void           twed_policy_set_free (TwedPolicySet *set);
+TwedPolicySet *twed_policy_set_ref (TwedPolicySet *set);
+void           twed_policy_set_unref (TwedPolicySet *set);
 /* Takes ownership. Fails if another document already uses the name. */
 gboolean       twed_policy_set_add (TwedPolicySet *set, TwedPolicy *policy, GError **error);
 /* Precedence: highest priority, then most specific, then the source
@@ -65,6 +68,6 @@ const TwedPolicy *twed_policy_set_lookup (const TwedPolicySet *set, const char *
                                           const TwedDomain *dom);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedPolicy, twed_policy_free)
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedPolicySet, twed_policy_set_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedPolicySet, twed_policy_set_unref)
 
 G_END_DECLS

@@ -29,17 +29,19 @@ typedef struct {
   int cb_lifecycle;
   int cb_tunable;
   int cb_metadata;
-  guint backoff;          /* seconds until the next reconnect attempt */
-  gint64 next_attempt;    /* monotonic usec */
+  guint backoff;          /* seconds of the last wait, doubled per failure */
+  gint64 retry_at;        /* monotonic usec of the next attempt, 0 = none due */
   char *last_error;
   gboolean warned;        /* this outage was logged as a warning */
 } BackendHost;
 
 struct _TwedBackend {
+  gint ref;               /* atomic */
   TwedBackendOptions opts;
   GPtrArray *hosts;       /* BackendHost */
   TwedBackendEventFunc event_func;
   gpointer event_data;
+  GDestroyNotify event_destroy;
   gint reads;             /* atomic */
   gint writes;
 };

@@ -3,7 +3,12 @@
  * in parallel. A steady-state cycle is two reads per host (node info,
  * bulk domain state); domain definitions are read once and again only
  * after an event or an apply touched the domain, because the bulk
- * stats of some drivers (the test driver) carry no vCPU data. */
+ * stats of some drivers (the test driver) carry no vCPU data.
+ *
+ * Every call here may block for as long as libvirt lets it (a domain
+ * busy with a migration holds its job for up to 30 s, a host that went
+ * silent until keepalive gives up): callers run it off any main loop
+ * that dispatches libvirt's events. */
 #include "config.h"
 #include "twed-backend-private.h"
 #include "twed-apply-api.h"
@@ -94,10 +99,14 @@ on_close (virConnectPtr conn G_GNUC_UNUSED, int reason G_GNUC_UNUSED, void *opaq
   BackendHost *h = opaque;
 
   twed_log_host (G_LOG_LEVEL_WARNING, h->name, "connection to %s lost", h->uri);
-  /* The connection object is dropped by the next cycle's refresh. */
+  /* The connection object is dropped by the next refresh, which the
+   * owner schedules on this notice: reconnecting must not wait for an
+   * event (none comes from a lost host) or a distant timer. */
   g_mutex_lock (&h->dirty_lock);
   h->lost = TRUE;
   g_mutex_unlock (&h->dirty_lock);
+  if (h->backend->event_func)
+    h->backend->event_func (h->name, NULL, "lost", h->backend->event_data);
 }
 
 static void
@@ -137,6 +146,21 @@ probe_support (BackendHost *h)
   return g_str_has_prefix (p, "yes") ? TWED_SUPPORT_YES : TWED_SUPPORT_NO;
 }
 
+/* After a failed attempt: the next one after a backoff measured from
+ * now, the end of the attempt (a connect can itself take minutes),
+ * doubling up to the configured ceiling, with +-25 % jitter so that
+ * hosts lost together (a rack, a switch) do not all come back at once. */
+static void
+backend_schedule_retry (BackendHost *h)
+{
+  const TwedBackendOptions *o = &h->backend->opts;
+  double delay;
+
+  h->backoff = h->backoff ? MIN (h->backoff * 2, o->reconnect_max) : 1;
+  delay = (double) h->backoff * G_USEC_PER_SEC * g_random_double_range (0.75, 1.25);
+  h->retry_at = g_get_monotonic_time () + (gint64) delay;
+}
+
 gboolean
 backend_connect_locked (BackendHost *h, GError **error)
 {
@@ -153,11 +177,11 @@ backend_connect_locked (BackendHost *h, GError **error)
   if (h->conn && !lost && virConnectIsAlive (h->conn) == 1)
     return TRUE;
   disconnect_locked (h);
-  if (h->next_attempt && now < h->next_attempt)
+  if (h->retry_at && now < h->retry_at)
     {
       g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "%s (next reconnect in %" G_GINT64_FORMAT " s)",
                    h->last_error ? h->last_error : "unreachable",
-                   (h->next_attempt - now) / G_USEC_PER_SEC + 1);
+                   (h->retry_at - now) / G_USEC_PER_SEC + 1);
       return FALSE;
     }
   h->conn = o->readonly ? virConnectOpenReadOnly (h->uri) : virConnectOpen (h->uri);
@@ -173,15 +197,14 @@ backend_connect_locked (BackendHost *h, GError **error)
       g_autoptr(GError) local = NULL;
 
       twed_set_libvirt_error (&local, "cannot connect");
-      h->backoff = h->backoff ? MIN (h->backoff * 2, o->reconnect_max) : 1;
-      h->next_attempt = now + (gint64) h->backoff * G_USEC_PER_SEC;
+      backend_schedule_retry (h);
       g_free (h->last_error);
       h->last_error = g_strdup (local->message);
       g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
     }
   h->backoff = 0;
-  h->next_attempt = 0;
+  h->retry_at = 0;
   g_clear_pointer (&h->last_error, g_free);
   type = virConnectGetType (h->conn);
   h->is_test = type && g_ascii_strcasecmp (type, "TEST") == 0;
@@ -270,6 +293,58 @@ load_definition (BackendHost *h, virDomainPtr dom, GError **error)
   return def;
 }
 
+/* The load of a domain whose definition cannot be read right now (its
+ * job is held by a migration or another operation, which makes
+ * virDomainGetXMLDesc wait up to 30 s and fail, or the XML does not
+ * parse): the vCPUs still take pCPU time, so they stay in the host's
+ * load.  The last definition read is the best guess; without one, the
+ * live vCPU count and pinning, which libvirt reports without the job. */
+static TwedDomain *
+load_fallback (BackendHost *h, virDomainPtr dom, const CachedDomain *cached, guint ncpus,
+               gboolean active, const char *why)
+{
+  g_autoptr(TwedDomain) def = NULL;
+  unsigned int flags = active ? VIR_DOMAIN_AFFECT_LIVE : VIR_DOMAIN_AFFECT_CONFIG;
+  int nvcpus, maplen, n;
+  g_autofree unsigned char *maps = NULL;
+
+  if (cached)
+    {
+      def = twed_domain_copy (cached->def);
+      def->load_error = g_strdup (why);
+      return g_steal_pointer (&def);
+    }
+  backend_count_read (h);
+  if ((nvcpus = virDomainGetVcpusFlags (dom, flags)) < 0)
+    {
+      virResetLastError ();
+      return NULL;
+    }
+  def = twed_domain_new (virDomainGetName (dom));
+  def->load_error = g_strdup (why);
+  twed_domain_set_vcpus (def, (guint) nvcpus);
+  maplen = VIR_CPU_MAPLEN (MAX (ncpus, 1u));
+  maps = g_malloc0 ((gsize) nvcpus * (gsize) maplen + 1);
+  backend_count_read (h);
+  n = nvcpus ? virDomainGetVcpuPinInfo (dom, nvcpus, maps, maplen, flags) : 0;
+  for (int v = 0; v < n; v++)
+    {
+      g_autoptr(GArray) cpus = g_array_new (FALSE, FALSE, sizeof (guint));
+
+      for (guint c = 0; c < ncpus; c++)
+        if (VIR_CPU_USABLE (maps, maplen, v, c))
+          g_array_append_val (cpus, c);
+      /* Every pCPU: floating, as an unpinned vCPU in a definition. */
+      if (cpus->len && cpus->len < ncpus)
+        twed_domain_pin_vcpu (def, (guint) v, cpus);
+    }
+  virResetLastError ();
+  backend_count_read (h);
+  def->persistent = virDomainIsPersistent (dom) != 0;
+  virResetLastError ();
+  return g_steal_pointer (&def);
+}
+
 static gboolean
 state_is_active (int state)
 {
@@ -314,8 +389,21 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
 
           if (!def)
             {
+              /* Counted all the same, and read again next time. */
+              copy = load_fallback (h, r->dom, c, out->ncpus, state_is_active (state), local->message);
               twed_log_domain (G_LOG_LEVEL_WARNING, h->name, virDomainGetName (r->dom),
-                               "skipped: %s", local->message);
+                               "definition not read, %s: %s", copy ?
+                               "its last known vCPUs are counted" : "left out of the load",
+                               local->message);
+              g_mutex_lock (&h->dirty_lock);
+              g_hash_table_add (h->dirty, g_strdup (uuid));
+              g_mutex_unlock (&h->dirty_lock);
+              if (!copy)
+                continue;
+              copy->active = state_is_active (state);
+              if (!copy->uuid)
+                copy->uuid = g_strdup (uuid);
+              g_ptr_array_add (out->domains, copy);
               continue;
             }
           c = g_new0 (CachedDomain, 1);
@@ -357,6 +445,8 @@ refresh_host (BackendHost *h)
     {
       if (h->warned)
         twed_log_host (G_LOG_LEVEL_MESSAGE, h->name, "reachable again");
+      h->backoff = 0;
+      h->retry_at = 0;
       h->warned = FALSE;
       out->reachable = TRUE;
       out->support = h->support;
@@ -373,6 +463,11 @@ refresh_host (BackendHost *h)
       /* A failed read on a live connection means it is not usable. */
       if (h->conn && virConnectIsAlive (h->conn) != 1)
         disconnect_locked (h);
+      /* Unless the connect attempt just set it (or the backoff was
+       * still running), the next try is a backoff away too. */
+      if (h->retry_at <= g_get_monotonic_time ())
+        backend_schedule_retry (h);
+      out->retry_at = h->retry_at;
     }
   g_mutex_unlock (&h->lock);
   if (out->reachable)
@@ -422,7 +517,7 @@ refresh_func (gpointer item, gpointer data G_GNUC_UNUSED)
 }
 
 GPtrArray *
-twed_backend_inventory (TwedBackend *b, const char *only_host)
+twed_backend_inventory (TwedBackend *b, const char *const *hosts)
 {
   g_autoptr(GPtrArray) todo = g_ptr_array_new ();
   g_autofree gpointer *results = NULL;
@@ -432,7 +527,7 @@ twed_backend_inventory (TwedBackend *b, const char *only_host)
     {
       BackendHost *h = g_ptr_array_index (b->hosts, i);
 
-      if (!only_host || g_str_equal (only_host, h->name))
+      if (!hosts || g_strv_contains (hosts, h->name))
         g_ptr_array_add (todo, h);
     }
   results = backend_fan_out (todo, b->opts.threads, refresh_func, NULL);
@@ -446,6 +541,7 @@ twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
 {
   TwedBackend *b = g_new0 (TwedBackend, 1);
 
+  b->ref = 1;
   b->opts = *opts;
   if (!b->opts.reconnect_max)
     b->opts.reconnect_max = 60;
@@ -468,10 +564,17 @@ twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
   return b;
 }
 
-void
-twed_backend_free (TwedBackend *b)
+TwedBackend *
+twed_backend_ref (TwedBackend *b)
 {
-  if (!b)
+  g_atomic_int_inc (&b->ref);
+  return b;
+}
+
+void
+twed_backend_unref (TwedBackend *b)
+{
+  if (!b || !g_atomic_int_dec_and_test (&b->ref))
     return;
   for (guint i = 0; i < b->hosts->len; i++)
     {
@@ -490,14 +593,21 @@ twed_backend_free (TwedBackend *b)
       g_free (h);
     }
   g_ptr_array_unref (b->hosts);
+  /* Last: the disconnects above may still notify. */
+  if (b->event_destroy)
+    b->event_destroy (b->event_data);
   g_free (b);
 }
 
 void
-twed_backend_set_event_func (TwedBackend *b, TwedBackendEventFunc func, gpointer user_data)
+twed_backend_set_event_func (TwedBackend *b, TwedBackendEventFunc func, gpointer user_data,
+                             GDestroyNotify destroy)
 {
+  if (b->event_destroy)
+    b->event_destroy (b->event_data);
   b->event_func = func;
   b->event_data = user_data;
+  b->event_destroy = destroy;
 }
 
 void

@@ -8,7 +8,9 @@ G_BEGIN_DECLS
 
 typedef struct _TwedBackend TwedBackend;
 
-/* Called from libvirt's event thread when an event touched @host. */
+/* Called when an event touched @host, from whichever thread libvirt
+ * dispatches it on; @what "lost" (domain NULL) when the connection
+ * closed, so that the owner schedules the reconnect. */
 typedef void (*TwedBackendEventFunc) (const char *host, const char *domain,
                                       const char *what, gpointer user_data);
 
@@ -23,14 +25,19 @@ typedef struct {
 } TwedBackendOptions;
 
 TwedBackend *twed_backend_new (GPtrArray *specs /* TwedHostSpec */, const TwedBackendOptions *opts);
-void         twed_backend_free (TwedBackend *backend);
+/* Reference counted: a pass running in a worker keeps the backend it
+ * started with while the daemon reloads its configuration. */
+TwedBackend *twed_backend_ref (TwedBackend *backend);
+void         twed_backend_unref (TwedBackend *backend);
 void         twed_backend_set_event_func (TwedBackend *backend, TwedBackendEventFunc func,
-                                          gpointer user_data);
+                                          gpointer user_data, GDestroyNotify destroy);
 
-/* Reads every host in parallel (or only @only_host) and returns
- * TwedHost snapshots with ratios computed. Unreachable hosts are
- * returned with reachable = FALSE and the reason; never fails. */
-GPtrArray *twed_backend_inventory (TwedBackend *backend, const char *only_host);
+/* Reads every host in parallel (or only those named in @hosts) and
+ * returns TwedHost snapshots with ratios computed. Unreachable hosts
+ * are returned with reachable = FALSE and the reason; never fails.
+ * Blocks for as long as the slowest host takes. */
+GPtrArray *twed_backend_inventory (TwedBackend *backend, const char *const *hosts);
+
 
 /* Applies the plan's changes (only those), in parallel across hosts.
  * Fills each entry's result/error. Returns the number of failures. */
@@ -48,6 +55,6 @@ void twed_backend_counters (TwedBackend *backend, guint64 *reads, guint64 *write
 struct _virConnect;
 struct _virConnect *twed_backend_get_connection (TwedBackend *backend, const char *host);
 
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedBackend, twed_backend_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedBackend, twed_backend_unref)
 
 G_END_DECLS

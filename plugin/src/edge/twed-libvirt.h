@@ -11,10 +11,11 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (virDomain, virDomainFree)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (virConnect, virConnectClose)
 
 /* Silences libvirt's default stderr error printer: errors reach the
- * user once, through GError. Call before any other libvirt call. */
-void twed_libvirt_init (gboolean event_loop);
-/* Stops the event thread started by twed_libvirt_init (TRUE). */
-void twed_libvirt_shutdown (void);
+ * user once, through GError. Call before any other libvirt call.
+ * @events: register libvirt's event loop, whose sources live on GLib's
+ * global default main context; the caller runs that context (a
+ * GMainLoop) and keeps every blocking libvirt call off it. */
+void twed_libvirt_init (gboolean events);
 
 /* Sets @error from libvirt's thread-local last error. */
 void twed_set_libvirt_error (GError **error, const char *what);

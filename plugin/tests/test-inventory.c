@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The backend's inventory on the libvirt test driver when a definition
+ * cannot be used: the domain still counts in its host's load, with the
+ * vCPUs and pinning libvirt reports live, and the plan leaves it alone
+ * and says why. */
+#include "config.h"
+#include "twed-backend.h"
+#include "twed-libvirt.h"
+#include "twed-log.h"
+
+#include <glib/gstdio.h>
+
+static const char node_xml[] =
+  "<node>\n"
+  "  <domain type='test'>\n"
+  "    <name>good</name>\n"
+  "    <memory unit='MiB'>256</memory>\n"
+  "    <vcpu placement='static'>2</vcpu>\n"
+  "    <cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/></cputune>\n"
+  "    <os><type arch='aarch64'>hvm</type></os>\n"
+  "  </domain>\n"
+  "  <domain type='test'>\n"
+  "    <name>unparsable</name>\n"
+  "    <metadata><twed:policy xmlns:twed='urn:twed:libvirt:1' manage='maybe'/></metadata>\n"
+  "    <memory unit='MiB'>256</memory>\n"
+  "    <vcpu placement='static'>4</vcpu>\n"
+  "    <cputune><vcpupin vcpu='0' cpuset='2'/><vcpupin vcpu='1' cpuset='3'/>"
+  "<vcpupin vcpu='2' cpuset='2'/><vcpupin vcpu='3' cpuset='3'/></cputune>\n"
+  "    <os><type arch='aarch64'>hvm</type></os>\n"
+  "  </domain>\n"
+  "  <cpu><mhz>2600</mhz><model>aarch64</model><active>4</active><nodes>1</nodes>"
+  "<sockets>1</sockets><cores>4</cores><threads>1</threads></cpu>\n"
+  "  <memory>8388608</memory>\n"
+  "</node>\n";
+
+static const TwedDomain *
+find_domain (const TwedHost *h, const char *name)
+{
+  for (guint i = 0; i < h->domains->len; i++)
+    {
+      const TwedDomain *d = g_ptr_array_index (h->domains, i);
+
+      if (g_str_equal (d->name, name))
+        return d;
+    }
+  return NULL;
+}
+
+static void
+test_unparsable_counted (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("twed-inventory-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "node.xml", NULL);
+  g_autofree char *uri = g_strdup_printf ("test://%s", path);
+  g_autoptr(GPtrArray) specs = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_spec_free);
+  TwedBackendOptions o = { .threads = 1 };
+  g_autoptr(TwedBackend) b = NULL;
+  g_autoptr(GPtrArray) hosts = NULL;
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+  g_autoptr(TwedPlan) plan = NULL;
+  TwedPlanOptions po = { "now", 0 };
+  const TwedHost *h;
+  const TwedDomain *bad, *good;
+
+  g_assert_true (g_file_set_contents (path, node_xml, -1, NULL));
+  g_ptr_array_add (specs, twed_host_spec_new ("host", uri));
+  b = twed_backend_new (specs, &o);
+  hosts = twed_backend_inventory (b, NULL);
+  h = g_ptr_array_index (hosts, 0);
+  g_assert_true (h->reachable);
+  g_assert_cmpuint (h->domains->len, ==, 2);
+
+  bad = find_domain (h, "unparsable");
+  g_assert (bad != NULL);
+  g_assert_nonnull (bad->load_error);
+  g_assert_nonnull (strstr (bad->load_error, "manage must be yes, no or pinned"));
+  g_assert_cmpuint (bad->nvcpus, ==, 4);
+  /* Pinning as libvirt reports it live: vCPU 2 on pCPU 2 only. */
+  g_assert_nonnull (g_ptr_array_index (bad->affinity, 2));
+  g_assert_cmpuint (((GArray *) g_ptr_array_index (bad->affinity, 2))->len, ==, 1);
+  g_assert_cmpuint (g_array_index ((GArray *) g_ptr_array_index (bad->affinity, 2), guint, 0), ==, 2);
+  /* 6 vCPUs on pCPUs 2 and 3: 3:1, the unparsable domain included. */
+  good = find_domain (h, "good");
+  g_assert (good != NULL);
+  g_assert_cmpfloat_with_epsilon (good->ratio, 3.0, 1e-9);
+  g_assert_cmpfloat_with_epsilon (bad->ratio, 3.0, 1e-9);
+
+  plan = twed_plan_build (hosts, set, &po);
+  for (guint i = 0; i < plan->entries->len; i++)
+    {
+      const TwedPlanEntry *e = g_ptr_array_index (plan->entries, i);
+
+      if (!g_str_equal (e->domain, "unparsable"))
+        continue;
+      g_assert_cmpint (e->action, ==, TWED_ACTION_SKIP);
+      g_assert_nonnull (strstr (e->reason, "definition not read"));
+      g_assert_nonnull (strstr (e->reason, "4 vCPU(s)"));
+    }
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  twed_log_init (g_getenv ("TWED_TEST_VERBOSE") ? TWED_LOG_DEBUG : TWED_LOG_QUIET);
+  twed_libvirt_init (FALSE);
+  g_test_add_func ("/inventory/unparsable-counted", test_unparsable_counted);
+  return g_test_run ();
+}
