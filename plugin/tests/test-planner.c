@@ -57,6 +57,71 @@ test_band_edges (void)
     }
 }
 
+/* Ratios that are exact in rational arithmetic land on the band they
+ * bound, whatever floating point makes of 1/|affinity| summed over
+ * 1..64 pCPUs: 20 vCPUs floating over 10 pCPUs are 2:1, not above. */
+static void
+test_band_boundary_grid (void)
+{
+  static const double bounds[] = { 1.0, 1.25, 1.5, 2.0, 3.0, 4.0 };
+  g_autoptr(TwedPolicy) pol = twed_policy_new_default ();
+
+  g_array_set_size (pol->bands, 0);
+  for (guint b = 0; b < G_N_ELEMENTS (bounds); b++)
+    {
+      TwedBand band = { bounds[b], { TWED_MODE_FIXED, b, b, b } };
+
+      g_array_append_val (pol->bands, band);
+    }
+  for (guint p = 1; p <= 64; p++)
+    for (guint b = 0; b < G_N_ELEMENTS (bounds); b++)
+      for (guint shape = 0; shape < 3; shape++)
+        {
+          double want = bounds[b] * p;
+          guint vcpus = (guint) want;
+          g_autoptr(TwedHost) h = twed_host_new ("h", "test:///x");
+          g_autofree char *half = NULL;
+
+          if ((double) vcpus != want)
+            continue;
+          h->reachable = TRUE;
+          h->ncpus = p;
+          if (shape == 0)
+            add_dom (h, "one", vcpus, NULL);      /* one VM, every vCPU floating */
+          else if (shape == 1)
+            for (guint v = 0; v < vcpus; v++)     /* single-vCPU VMs */
+              {
+                g_autofree char *name = g_strdup_printf ("vm%u", v);
+
+                add_dom (h, name, 1, NULL);
+              }
+          else
+            {
+              /* Half the vCPUs pinned to half the pCPUs (weights of
+               * 1/(p/2)): the same ratio on the pCPUs the VM may use. */
+              g_autofree char **pins = NULL;
+
+              if (p % 2 || (vcpus % 2))
+                continue;
+              half = g_strdup_printf ("0-%u", p / 2 - 1);
+              pins = g_new0 (char *, vcpus / 2 + 1);
+              for (guint v = 0; v < vcpus / 2; v++)
+                pins[v] = half;
+              add_dom (h, "pinned", vcpus / 2, (const char *const *) pins);
+            }
+          twed_host_compute (h);
+          for (guint d = 0; d < h->domains->len; d++)
+            {
+              const TwedDomain *dom = g_ptr_array_index (h->domains, d);
+
+              if (twed_policy_band_index (pol, dom->ratio) != b)
+                g_error ("%u pCPUs, shape %u, %s: ratio %.17g lands in band %u, not %u (up to %g)",
+                         p, shape, dom->name, dom->ratio, twed_policy_band_index (pol, dom->ratio), b,
+                         bounds[b]);
+            }
+        }
+}
+
 /* A VM whose ratio wanders around the 2.0 boundary changes at most
  * once in 100 cycles thanks to the hysteresis margin. */
 static void
@@ -191,6 +256,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/planner/band-edges", test_band_edges);
+  g_test_add_func ("/planner/band-boundary-grid", test_band_boundary_grid);
   g_test_add_func ("/planner/hysteresis", test_hysteresis);
   g_test_add_func ("/planner/rate-limits", test_rate_limits);
   g_test_add_func ("/planner/optout-pinned-notwed", test_optout_pinned_notwed);

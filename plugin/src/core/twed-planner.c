@@ -99,7 +99,8 @@ within_hysteresis (const TwedPolicy *pol, double ratio, const TwedSetting *curre
       if (!twed_setting_equal (twed_policy_band_setting (pol, i), current))
         continue;
       twed_policy_band_range (pol, i, &lo, &hi);
-      if (ratio >= lo - pol->hysteresis && (hi == G_MAXDOUBLE || ratio <= hi + pol->hysteresis))
+      if (twed_ratio_at_most (lo - pol->hysteresis, ratio) &&
+          (hi == G_MAXDOUBLE || twed_ratio_at_most (ratio, hi + pol->hysteresis)))
         {
           *band_out = i;
           return TRUE;

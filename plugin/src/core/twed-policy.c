@@ -59,11 +59,17 @@ twed_policy_matches (const TwedPolicy *pol, const char *host, const TwedDomain *
   return TRUE;
 }
 
+gboolean
+twed_ratio_at_most (double ratio, double bound)
+{
+  return ratio <= bound + TWED_RATIO_EPSILON;
+}
+
 guint
 twed_policy_band_index (const TwedPolicy *pol, double ratio)
 {
   for (guint i = 0; i < pol->bands->len; i++)
-    if (ratio <= g_array_index (pol->bands, TwedBand, i).up_to)
+    if (twed_ratio_at_most (ratio, g_array_index (pol->bands, TwedBand, i).up_to))
       return i;
   return pol->bands->len;
 }

@@ -50,6 +50,14 @@ void        twed_policy_free (TwedPolicy *policy);
 /* Number of selector keys: more keys = more specific. */
 guint    twed_policy_specificity (const TwedPolicy *policy);
 gboolean twed_policy_matches (const TwedPolicy *policy, const char *host, const TwedDomain *dom);
+/* Ratios are sums of 1/|affinity| in floating point: 20 vCPUs floating
+ * over 10 pCPUs come out as 2.0000000000000004.  A ratio within this
+ * of a band's bound is on the bound (far below any meaningful
+ * difference in overcommit, far above the rounding of a sum of a few
+ * thousand weights). */
+#define TWED_RATIO_EPSILON 1e-9
+/* @ratio <= @bound, up to TWED_RATIO_EPSILON. */
+gboolean twed_ratio_at_most (double ratio, double bound);
 /* Index into bands of the band for @ratio; bands->len for "beyond". */
 guint    twed_policy_band_index (const TwedPolicy *policy, double ratio);
 const TwedSetting *twed_policy_band_setting (const TwedPolicy *policy, guint index);
