@@ -83,7 +83,7 @@ check "h1 reported down while it hangs" grep -q '^twed_host_up{host="h1"} 0$' "$
 
 connects=$(count 'host=h1: connected to')
 kill -CONT "${pids[0]}"
-check "h1 reconnected on its own schedule after SIGCONT" \
+check "h1: the reconnect that hung completes after SIGCONT" \
 	wait_for 20 more_than "$connects" 'host=h1: connected to'
 check "h1 re-planned: reported up again" wait_for 20 up h1
 
@@ -95,7 +95,7 @@ check "h3 reported down when its libvirtd ended" \
 	wait_for 10 grep -q '^twed_host_up{host="h3"} 0$' "$tmp/twed.prom"
 sleep 5
 attempts=$(count 'cycle [0-9]* for h3: .* unreachable')
-check "h3 retried on its backoff meanwhile (log lines: $attempts)" test "$attempts" -ge 3
+check "h3 retried on its backoff meanwhile ($attempts passes in 5 s)" test "$attempts" -ge 2
 connects=$(count 'host=h3: connected to')
 pid=$("$here/libvirtd-session.sh" "$libvirtd" "$tmp/d3" keepalive_interval=1 keepalive_count=2) ||
 	{ echo "Bail out! libvirtd h3 did not start again"; exit 1; }

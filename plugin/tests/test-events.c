@@ -6,6 +6,7 @@
 #include "twedd-engine.h"
 #include "twed-libvirt.h"
 #include "twed-log.h"
+#include "twed-apply-api.h"
 
 #include <signal.h>
 
@@ -21,11 +22,13 @@ wait_for (gboolean (*cond) (TwedEngine *), TwedEngine *e, guint ms)
   return cond (e);
 }
 
-/* A pass over each of the two hosts, and nothing pending. */
+static guint64 passes_wanted;
+
+/* At least passes_wanted passes, and nothing pending. */
 static gboolean
-first_passes (TwedEngine *e)
+passes_done (TwedEngine *e)
 {
-  return twed_engine_get_counters (e)->cycles >= 2 && twed_engine_idle (e);
+  return twed_engine_get_counters (e)->cycles >= passes_wanted && twed_engine_idle (e);
 }
 
 static const TwedPlanEntry *find (const TwedPlan *plan, const char *dom);
@@ -49,27 +52,39 @@ find (const TwedPlan *plan, const char *dom)
   g_error ("no plan entry for %s", dom);
 }
 
+/* An engine over the demo's host-c and host-b, started; the interval is
+ * an hour, so only the first passes and events run. */
+static TwedEngine *
+start_demo_engine (guint max_changes, gboolean dry_run)
+{
+  TwedConfig *config = twed_config_new ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *uri_c = g_strdup_printf ("test://%s/host-c.xml", demo_dir);
+  g_autofree char *uri_b = g_strdup_printf ("test://%s/host-b.xml", demo_dir);
+  TwedEngine *e;
+
+  g_free (config->policy_dir);
+  config->policy_dir = g_build_filename (demo_dir, "policies.d", NULL);
+  config->interval = 3600;
+  config->max_changes = max_changes;
+  g_assert_true (twed_config_add_host (config, NULL, uri_c, NULL));
+  g_assert_true (twed_config_add_host (config, NULL, uri_b, NULL));
+  e = twed_engine_new (config, dry_run);
+  g_assert_true (twed_engine_start (e, &error));
+  g_assert_no_error (error);
+  return e;
+}
+
 static void
 test_start_event (void)
 {
-  TwedConfig *config = twed_config_new ();
-  g_autoptr(TwedEngine) e = NULL;
-  g_autoptr(GError) error = NULL;
-  g_autofree char *uri = g_strdup_printf ("test://%s/host-c.xml", demo_dir);
-  g_autofree char *uri_b = g_strdup_printf ("test://%s/host-b.xml", demo_dir);
+  g_autoptr(TwedEngine) e = start_demo_engine (0, TRUE);
   g_autoptr(virDomain) dom = NULL;
   const TwedPlanEntry *staging, *batch;
   guint event_cycles;
 
-  g_free (config->policy_dir);
-  config->policy_dir = g_build_filename (demo_dir, "policies.d", NULL);
-  config->interval = 3600; /* only the first pass and events */
-  g_assert_true (twed_config_add_host (config, NULL, uri, NULL));
-  g_assert_true (twed_config_add_host (config, NULL, uri_b, NULL));
-  e = twed_engine_new (config, TRUE);
-  g_assert_true (twed_engine_start (e, &error));
-  g_assert_no_error (error);
-  g_assert_true (wait_for (first_passes, e, 5000));
+  passes_wanted = 2; /* one per host */
+  g_assert_true (wait_for (passes_done, e, 5000));
 
   staging = find (twed_engine_get_last_plan (e), "staging-1");
   g_assert_false (staging->active);
@@ -92,6 +107,36 @@ test_start_event (void)
   g_assert_cmpuint (twed_engine_get_last_plan (e)->hosts->len, ==, 2);
 }
 
+/* The configured cap holds for the interval over every host's passes,
+ * applying for real: host-b and host-c want five changes between them,
+ * the cap lets one through, and the passes that events add later in the
+ * interval get nothing more. */
+static void
+test_budget_holds (void)
+{
+  g_autoptr(TwedEngine) e = NULL;
+  g_autoptr(virDomain) dom = NULL;
+
+  if (!twed_apply_api_available ())
+    {
+      g_test_skip ("built without the twed libvirt API: nothing is applied");
+      return;
+    }
+  e = start_demo_engine (1, FALSE);
+  passes_wanted = 2;
+  g_assert_true (wait_for (passes_done, e, 5000));
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, ==, 1);
+  g_assert_cmpuint (twed_plan_count (twed_engine_get_last_plan (e), TWED_ACTION_DEFER), >=, 3);
+
+  /* An event pass later in the interval: still nothing more. */
+  passes_wanted = twed_engine_get_counters (e)->cycles + 1;
+  dom = virDomainLookupByName (twed_backend_get_connection (twed_engine_get_backend (e), "host-c"), "staging-1");
+  g_assert_nonnull (dom);
+  g_assert_cmpint (virDomainCreate (dom), ==, 0);
+  g_assert_true (wait_for (passes_done, e, 5000));
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, ==, 1);
+}
+
 /* A libvirtd connection that breaks must not end twedd by SIGPIPE. */
 static void
 test_sigpipe_ignored (void)
@@ -112,6 +157,7 @@ main (int argc, char **argv)
   twed_log_init (g_getenv ("TWED_TEST_VERBOSE") ? TWED_LOG_DEBUG : TWED_LOG_QUIET);
   twed_libvirt_init (TRUE);
   g_test_add_func ("/engine/start-event", test_start_event);
+  g_test_add_func ("/engine/budget-holds", test_budget_holds);
   g_test_add_func ("/libvirt/sigpipe-ignored", test_sigpipe_ignored);
   return g_test_run ();
 }

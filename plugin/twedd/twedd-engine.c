@@ -20,40 +20,48 @@
 #include "twed-policydir.h"
 
 #include <gio/gio.h>
+#include <string.h>
 
 /* Bursts of events (a migration fires several) collapse into one pass. */
 #define EVENT_DEBOUNCE_MS 200
 #define POLICY_DEBOUNCE_MS 300
-/* First wait before a domain whose definition could not be read is read
- * again; doubled per pass that still cannot, up to reconnect_max. */
-#define UNREAD_RETRY_S 2
+/* Metrics are rendered at most this often, however many passes end. */
+#define RENDER_MIN_INTERVAL_MS 1000
+/* A pass running this long is waiting on its host (a connect that does
+ * not return): it no longer counts against [twed] threads, so that
+ * hosts that hang cannot starve the others of workers. */
+#define STUCK_AFTER_S 15
 
 /* What a pass needs from the engine outlives it: a reload or the engine's
  * end may come while a pass still runs in the pool. */
 typedef struct {
   TwedEngine *engine;           /* NULL once the engine is gone */
   GMainContext *context;
-} EngineLink;
+} EngineLink;                   /* atomic rc box */
 
 struct _TwedEngine {
   TwedConfig *config;
   gboolean dry_run_option;      /* --dry-run: wins over the configuration */
   gboolean dry_run;
   GMainContext *context;
-  EngineLink *link;             /* atomic rc box */
+  EngineLink *link;
   TwedBackend *backend;
   TwedPolicySet *policies;      /* last good, NULL until one loaded */
   GFileMonitor *monitor;
   GSource *policy_timer;
   GSource *cycle_timer;
+  GSource *first_pass;
+  GSource *render_timer;
+  gint64 rendered_at;           /* monotonic usec */
   GThreadPool *pool;
-  GHashTable *busy;             /* host -> host: a pass over it runs */
-  GHashTable *wanted;           /* host -> host: a pass is due when it ends */
+  GHashTable *running;          /* PassJob set: every pass not ended yet */
+  GHashTable *busy;             /* host -> PassJob running for it */
+  GHashTable *wanted;           /* host -> GINT (from an event): due next */
   GHashTable *debounce;         /* host -> GSource: event pass soon */
   GHashTable *retry;            /* host -> GSource: reconnect or re-read */
-  GHashTable *unread_backoff;   /* host -> seconds of the last re-read wait */
+  GHashTable *plans;            /* host -> TwedPlan of its last pass */
+  TwedPlan *view;               /* every host's plan, borrowed; NULL = stale */
   TwedBudget *budget;           /* changes granted in this interval */
-  TwedPlan *last_plan;
   TwedCounters counters;
   guint event_cycles;
   TwedMetricsServer *metrics_server;
@@ -97,30 +105,10 @@ link_unref (EngineLink *link)
   g_atomic_rc_box_release_full (link, link_clear);
 }
 
-static gpointer
-release_thread (gpointer backend)
-{
-  twed_backend_unref (backend);
-  return NULL;
-}
-
-/* Dropping a backend's last reference closes its connections: RPCs to
- * hosts that may not answer, so never in the main context. */
-static void
-release_backend (TwedBackend *backend)
-{
-  g_thread_unref (g_thread_new ("twed-release", release_thread, backend));
-}
-
 static void
 pass_job_free (PassJob *job)
 {
-  /* The engine's current backend has another reference: a plain unref
-   * cannot be the last one. */
-  if (job->link->engine && job->link->engine->backend == job->backend)
-    twed_backend_unref (job->backend);
-  else
-    release_backend (job->backend);
+  twed_backend_unref_elsewhere (job->backend);
   link_unref (job->link);
   if (job->policies)
     twed_policy_set_unref (job->policies);
@@ -149,12 +137,63 @@ attach_timeout (TwedEngine *e, guint ms, GSourceFunc func, gpointer data, GDestr
   return src;
 }
 
+static int
+cmp_str (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+static void
+view_free (TwedPlan *view)
+{
+  g_ptr_array_unref (view->hosts);
+  g_ptr_array_unref (view->entries);
+  g_free (view->generated);
+  g_free (view);
+}
+
+/* Every host's last plan in one, borrowing their hosts and entries,
+ * sorted by host as twed_plan_build sorts. */
+static const TwedPlan *
+plan_view (TwedEngine *e)
+{
+  g_autoptr(GPtrArray) names = g_ptr_array_new ();
+  GHashTableIter it;
+  gpointer key;
+
+  if (e->view)
+    return e->view;
+  g_hash_table_iter_init (&it, e->plans);
+  while (g_hash_table_iter_next (&it, &key, NULL))
+    g_ptr_array_add (names, key);
+  g_ptr_array_sort (names, cmp_str);
+  e->view = g_new0 (TwedPlan, 1);
+  e->view->generated = g_strdup ("");
+  e->view->hosts = g_ptr_array_new ();
+  e->view->entries = g_ptr_array_new ();
+  for (guint i = 0; i < names->len; i++)
+    {
+      const TwedPlan *p = g_hash_table_lookup (e->plans, g_ptr_array_index (names, i));
+
+      g_ptr_array_extend (e->view->hosts, p->hosts, NULL, NULL);
+      g_ptr_array_extend (e->view->entries, p->entries, NULL, NULL);
+    }
+  return e->view;
+}
+
+static void
+plans_changed (TwedEngine *e)
+{
+  g_clear_pointer (&e->view, view_free);
+}
+
 static void
 render_metrics (TwedEngine *e)
 {
-  g_autofree char *text = twed_metrics_render (e->last_plan, &e->counters);
+  g_autofree char *text = twed_metrics_render (plan_view (e), &e->counters);
   g_autoptr(GError) error = NULL;
 
+  e->rendered_at = g_get_monotonic_time ();
   if (e->config->metrics_textfile &&
       !twed_metrics_write_textfile (e->config->metrics_textfile, text, &error))
     g_warning ("metrics textfile %s: %s", e->config->metrics_textfile, error->message);
@@ -162,30 +201,29 @@ render_metrics (TwedEngine *e)
     twed_metrics_server_update (e->metrics_server, text);
 }
 
-/* @plan covers @hosts: it replaces their part of the last plan, and the
- * other hosts' parts are kept, so that metrics describe every host. */
-static void
-merge_plan (TwedEngine *e, TwedPlan *plan, const char *const *hosts)
+static gboolean
+on_render_due (gpointer data)
 {
-  if (e->last_plan)
-    {
-      for (guint i = 0; i < e->last_plan->hosts->len; i++)
-        {
-          TwedPlanHost *h = g_ptr_array_index (e->last_plan->hosts, i);
+  TwedEngine *e = data;
 
-          if (!g_strv_contains (hosts, h->name))
-            g_ptr_array_add (plan->hosts, g_ptr_array_steal_index (e->last_plan->hosts, i--));
-        }
-      for (guint i = 0; i < e->last_plan->entries->len; i++)
-        {
-          TwedPlanEntry *en = g_ptr_array_index (e->last_plan->entries, i);
+  g_clear_pointer (&e->render_timer, destroy_source);
+  render_metrics (e);
+  return G_SOURCE_REMOVE;
+}
 
-          if (!g_strv_contains (hosts, en->host))
-            g_ptr_array_add (plan->entries, g_ptr_array_steal_index (e->last_plan->entries, i--));
-        }
-    }
-  g_clear_pointer (&e->last_plan, twed_plan_free);
-  e->last_plan = plan;
+/* Metrics soon: at once, unless they were rendered within the last
+ * RENDER_MIN_INTERVAL_MS; then once that has passed. */
+static void
+render_soon (TwedEngine *e)
+{
+  gint64 since = (g_get_monotonic_time () - e->rendered_at) / 1000;
+
+  if (e->render_timer)
+    return;
+  if (since >= RENDER_MIN_INTERVAL_MS)
+    render_metrics (e);
+  else
+    e->render_timer = attach_timeout (e, (guint) (RENDER_MIN_INTERVAL_MS - since), on_render_due, e, NULL);
 }
 
 /* In the pool: everything that calls libvirt. */
@@ -209,9 +247,13 @@ run_pass_stage (PassJob *job)
     }
 }
 
+/* A pass over one host when a timer of one of the engine's tables
+ * (retry, debounce) fires. */
 typedef struct {
   TwedEngine *engine;
+  GHashTable *table;
   char *host;
+  gboolean from_event;
 } HostTimer;
 
 static void
@@ -223,74 +265,55 @@ host_timer_free (gpointer p)
   g_free (t);
 }
 
-static HostTimer *
-host_timer_new (TwedEngine *e, const char *host)
-{
-  HostTimer *t = g_new0 (HostTimer, 1);
-
-  t->engine = e;
-  t->host = g_strdup (host);
-  return t;
-}
-
 static gboolean
-on_retry_due (gpointer data)
+on_host_timer (gpointer data)
 {
   HostTimer *t = data;
   TwedEngine *e = t->engine;
   g_autofree char *host = g_strdup (t->host);
+  gboolean from_event = t->from_event;
 
   /* Removing the entry destroys this source (and frees @t). */
-  g_hash_table_remove (e->retry, host);
-  request_pass (e, host, FALSE);
+  g_hash_table_remove (t->table, host);
+  request_pass (e, host, from_event);
   return G_SOURCE_REMOVE;
 }
 
-/* Another pass over @host at monotonic time @at (usec), replacing any
- * other retry scheduled for it. */
+/* A pass over @host in @ms, kept in @table under its name (replacing
+ * what was there). */
 static void
-schedule_retry (TwedEngine *e, const char *host, gint64 at)
+schedule_host (TwedEngine *e, GHashTable *table, const char *host, guint ms, gboolean from_event)
 {
-  gint64 ms = MAX (at - g_get_monotonic_time (), 0) / 1000;
+  HostTimer *t = g_new0 (HostTimer, 1);
 
-  g_hash_table_insert (e->retry, g_strdup (host),
-                       attach_timeout (e, (guint) MIN (ms, (gint64) G_MAXUINT), on_retry_due,
-                                       host_timer_new (e, host), host_timer_free));
+  t->engine = e;
+  t->table = table;
+  t->host = g_strdup (host);
+  t->from_event = from_event;
+  g_hash_table_insert (table, g_strdup (host), attach_timeout (e, ms, on_host_timer, t, host_timer_free));
 }
 
 /* After a pass: a host that could not be read is tried again on its own
  * backoff, whatever the interval and whether or not events come (none
- * come from a lost host); a domain whose definition could not be read
- * is read again soon, its last known load counted meanwhile. */
+ * come from a lost host); so is one with definitions to read again once
+ * a job lets them be.  The backend says when. */
 static void
 schedule_followups (TwedEngine *e, GPtrArray *inventory)
 {
   for (guint i = 0; i < inventory->len; i++)
     {
       const TwedHost *h = g_ptr_array_index (inventory, i);
-      gboolean unread = FALSE;
+      gint64 ms;
 
-      for (guint d = 0; h->reachable && d < h->domains->len && !unread; d++)
-        unread = ((TwedDomain *) g_ptr_array_index (h->domains, d))->load_error != NULL;
-      if (!h->reachable)
+      if (!h->retry_at)
         {
-          schedule_retry (e, h->name, h->retry_at);
-          twed_log_host (G_LOG_LEVEL_DEBUG, h->name, "next attempt in %.1f s",
-                         (double) MAX (h->retry_at - g_get_monotonic_time (), 0) / G_USEC_PER_SEC);
-        }
-      else if (unread)
-        {
-          guint wait = GPOINTER_TO_UINT (g_hash_table_lookup (e->unread_backoff, h->name));
-
-          wait = wait ? MIN (wait * 2, e->config->reconnect_max) : UNREAD_RETRY_S;
-          g_hash_table_insert (e->unread_backoff, g_strdup (h->name), GUINT_TO_POINTER (wait));
-          schedule_retry (e, h->name, g_get_monotonic_time () + (gint64) wait * G_USEC_PER_SEC);
-        }
-      else
-        {
-          g_hash_table_remove (e->unread_backoff, h->name);
           g_hash_table_remove (e->retry, h->name);
+          continue;
         }
+      /* Rounded up: a timer that fires early would find the backoff
+       * still running and cost a pass for nothing. */
+      ms = (MAX (h->retry_at - g_get_monotonic_time (), 0) + 999) / 1000;
+      schedule_host (e, e->retry, h->name, (guint) MIN (ms, (gint64) G_MAXUINT), FALSE);
     }
 }
 
@@ -311,14 +334,54 @@ log_would_change (const TwedPlan *plan)
     }
 }
 
+/* Passes that were wanted while their hosts were busy, now. */
+static void
+run_wanted (TwedEngine *e)
+{
+  g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func (g_free);
+  g_autoptr(GArray) events = g_array_new (FALSE, FALSE, sizeof (gboolean));
+  GHashTableIter it;
+  gpointer key, value;
+
+  g_hash_table_iter_init (&it, e->wanted);
+  while (g_hash_table_iter_next (&it, &key, &value))
+    {
+      gboolean from_event = GPOINTER_TO_INT (value);
+
+      if (g_hash_table_contains (e->busy, key))
+        continue;
+      g_ptr_array_add (hosts, key);
+      g_array_append_val (events, from_event);
+      g_hash_table_iter_steal (&it);
+    }
+  for (guint i = 0; i < hosts->len; i++)
+    request_pass (e, g_ptr_array_index (hosts, i), g_array_index (events, gboolean, i));
+}
+
+/* A pass started with what is no longer in force: another backend (the
+ * hosts were reconfigured), other policies or another dry_run. */
+static gboolean
+pass_superseded (TwedEngine *e, const PassJob *job)
+{
+  return job->backend != e->backend || job->policies != e->policies || job->dry_run != e->dry_run;
+}
+
 static void
 finish_pass (TwedEngine *e, PassJob *job)
 {
-  g_autoptr(GPtrArray) wanted = g_ptr_array_new_with_free_func (g_free);
-  GHashTableIter it;
-  gpointer key;
+  gboolean ours = g_hash_table_lookup (e->busy, job->host) == job;
 
-  g_hash_table_remove (e->busy, job->host);
+  if (ours)
+    g_hash_table_remove (e->busy, job->host);
+  if (job->stage == PASS_READ && pass_superseded (e, job))
+    {
+      /* Nothing of it is used; a pass with what is in force follows. */
+      twed_log_host (G_LOG_LEVEL_DEBUG, job->host, "pass dropped: the configuration or policies changed");
+      if (ours && job->backend == e->backend)
+        g_hash_table_insert (e->wanted, g_strdup (job->host), GINT_TO_POINTER (job->from_event));
+      run_wanted (e);
+      return;
+    }
   e->counters.cycles++;
   e->counters.cycle_seconds = (double) (g_get_monotonic_time () - job->start) / G_USEC_PER_SEC;
   if (job->from_event)
@@ -327,31 +390,25 @@ finish_pass (TwedEngine *e, PassJob *job)
     g_warning ("no valid policy loaded yet: planning skipped, nothing applied");
   else
     {
-      TwedPlan *plan = g_steal_pointer (&job->plan);
-
       e->counters.changes_failed += job->failed;
       e->counters.changes_applied += job->applied;
       if (job->changes && (job->dry_run || !twed_apply_api_available ()))
-        log_would_change (plan);
+        log_would_change (job->plan);
       g_info ("cycle %" G_GUINT64_FORMAT " for %s: %u VM(s), %u change(s), %u deferred, %s",
-              e->counters.cycles, job->host, plan->entries->len, job->changes,
-              twed_plan_count (plan, TWED_ACTION_DEFER),
-              twed_plan_unreachable (plan) ? "unreachable" : "reachable");
-      merge_plan (e, plan, (const char *const *) job->hosts);
+              e->counters.cycles, job->host, job->plan->entries->len, job->changes,
+              twed_plan_count (job->plan, TWED_ACTION_DEFER),
+              twed_plan_unreachable (job->plan) ? "unreachable" : "reachable");
+      if (job->backend == e->backend)
+        {
+          g_hash_table_replace (e->plans, g_strdup (job->host), g_steal_pointer (&job->plan));
+          plans_changed (e);
+        }
     }
   twed_backend_counters (e->backend, &e->counters.libvirt_reads, &e->counters.libvirt_writes);
-  schedule_followups (e, job->inventory);
-  render_metrics (e);
-
-  /* Passes wanted while these hosts were busy. */
-  g_hash_table_iter_init (&it, e->wanted);
-  while (g_hash_table_iter_next (&it, &key, NULL))
-    {
-      g_ptr_array_add (wanted, key);
-      g_hash_table_iter_steal (&it);
-    }
-  for (guint i = 0; i < wanted->len; i++)
-    request_pass (e, g_ptr_array_index (wanted, i), FALSE);
+  if (job->backend == e->backend)
+    schedule_followups (e, job->inventory);
+  render_soon (e);
+  run_wanted (e);
 }
 
 /* Main context: a stage of a pass ended in the pool. */
@@ -366,18 +423,32 @@ on_pass_stage_done (gpointer data)
       pass_job_free (job);
       return G_SOURCE_REMOVE;
     }
-  if (job->stage == PASS_READ && job->plan)
+  if (job->stage == PASS_READ && job->plan && !pass_superseded (e, job))
     {
-      /* The interval's budget is shared by every host's passes. */
-      twed_plan_apply_budget (job->plan, job->policies, e->budget);
+      gboolean apply = !job->dry_run && twed_apply_api_available ();
+
+      /* The interval's budget is shared by every host's passes; what is
+       * only logged (dry run, no API) spends none of it. */
+      if (apply)
+        twed_plan_apply_budget (job->plan, job->policies, e->budget);
       job->changes = twed_plan_count (job->plan, TWED_ACTION_CHANGE);
-      if (job->changes && !job->dry_run && twed_apply_api_available ())
+      if (apply && job->changes)
         {
           job->stage = PASS_APPLY;
           g_thread_pool_push (e->pool, job, NULL);
           return G_SOURCE_REMOVE;
         }
     }
+  else if (job->stage == PASS_APPLY && job->plan)
+    /* A change that was not made takes nothing from the budget. */
+    for (guint i = 0; i < job->plan->entries->len; i++)
+      {
+        const TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, i);
+
+        if (en->result == TWED_RESULT_FAILED)
+          twed_budget_refund (e->budget, en);
+      }
+  g_hash_table_remove (e->running, job);
   finish_pass (e, job);
   pass_job_free (job);
   return G_SOURCE_REMOVE;
@@ -396,13 +467,29 @@ pass_thread (gpointer data, gpointer user_data G_GNUC_UNUSED)
   g_source_unref (src);
 }
 
+/* Passes that wait on a host for long do not count against [twed]
+ * threads: more workers, so that the other hosts still get theirs. */
+static void
+size_pool (TwedEngine *e)
+{
+  gint64 stuck_before = g_get_monotonic_time () - (gint64) STUCK_AFTER_S * G_USEC_PER_SEC;
+  GHashTableIter it;
+  gpointer value;
+  guint stuck = 0;
+
+  /* Passes of a replaced backend too: they hold workers all the same. */
+  g_hash_table_iter_init (&it, e->running);
+  while (g_hash_table_iter_next (&it, &value, NULL))
+    stuck += ((PassJob *) value)->start < stuck_before;
+  g_thread_pool_set_max_threads (e->pool, (int) (MAX (e->config->threads, 1u) + stuck), NULL);
+}
+
 static void
 start_pass (TwedEngine *e, const char *host, gboolean from_event)
 {
   g_autoptr(GDateTime) now = g_date_time_new_now_utc ();
   PassJob *job = g_new0 (PassJob, 1);
 
-  g_hash_table_add (e->busy, g_strdup (host));
   /* This pass does what a scheduled retry would. */
   g_hash_table_remove (e->retry, host);
   job->link = g_atomic_rc_box_acquire (e->link);
@@ -415,6 +502,8 @@ start_pass (TwedEngine *e, const char *host, gboolean from_event)
   job->stage = PASS_READ;
   job->generated = g_date_time_format_iso8601 (now);
   job->start = g_get_monotonic_time ();
+  g_hash_table_insert (e->busy, g_strdup (host), job);
+  g_hash_table_add (e->running, job);
   g_thread_pool_push (e->pool, job, NULL);
 }
 
@@ -423,6 +512,7 @@ start_pass (TwedEngine *e, const char *host, gboolean from_event)
 static void
 request_pass (TwedEngine *e, const char *host, gboolean from_event)
 {
+  size_pool (e);
   for (guint i = 0; i < e->config->hosts->len; i++)
     {
       const TwedHostSpec *spec = g_ptr_array_index (e->config->hosts, i);
@@ -430,10 +520,21 @@ request_pass (TwedEngine *e, const char *host, gboolean from_event)
       if (host && !g_str_equal (host, spec->name))
         continue;
       if (g_hash_table_contains (e->busy, spec->name))
-        g_hash_table_add (e->wanted, g_strdup (spec->name));
+        {
+          gboolean ev = GPOINTER_TO_INT (g_hash_table_lookup (e->wanted, spec->name)) || from_event;
+
+          g_hash_table_insert (e->wanted, g_strdup (spec->name), GINT_TO_POINTER (ev));
+        }
       else
         start_pass (e, spec->name, from_event);
     }
+}
+
+static void
+new_budget (TwedEngine *e)
+{
+  twed_budget_free (e->budget);
+  e->budget = twed_budget_new (e->config->max_changes);
 }
 
 static gboolean
@@ -442,8 +543,7 @@ on_cycle_timer (gpointer data)
   TwedEngine *e = data;
 
   /* A new interval: a new budget, and what was deferred gets its turn. */
-  twed_budget_free (e->budget);
-  e->budget = twed_budget_new (e->config->max_changes);
+  new_budget (e);
   request_pass (e, NULL, FALSE);
   return G_SOURCE_CONTINUE;
 }
@@ -451,24 +551,16 @@ on_cycle_timer (gpointer data)
 static gboolean
 on_first_pass (gpointer data)
 {
-  request_pass (data, NULL, FALSE);
-  return G_SOURCE_REMOVE;
-}
+  TwedEngine *e = data;
 
-static gboolean
-on_host_debounced (gpointer data)
-{
-  HostTimer *t = data;
-  TwedEngine *e = t->engine;
-  g_autofree char *host = g_strdup (t->host);
-
-  g_hash_table_remove (e->debounce, host);
-  request_pass (e, host, TRUE);
+  g_clear_pointer (&e->first_pass, destroy_source);
+  request_pass (e, NULL, FALSE);
   return G_SOURCE_REMOVE;
 }
 
 typedef struct {
   EngineLink *link;
+  TwedBackend *source;          /* identity only */
   char *host;
   gboolean lost;
 } EventNotice;
@@ -488,22 +580,17 @@ event_notice_free (gpointer p)
 static void
 mark_host_down (TwedEngine *e, const char *host)
 {
-  if (!e->last_plan)
-    return;
-  for (guint i = 0; i < e->last_plan->hosts->len; i++)
-    {
-      TwedPlanHost *h = g_ptr_array_index (e->last_plan->hosts, i);
+  TwedPlan *plan = g_hash_table_lookup (e->plans, host);
+  TwedPlanHost *h;
 
-      if (!g_str_equal (h->name, host) || !h->reachable)
-        continue;
-      h->reachable = FALSE;
-      g_free (h->error);
-      h->error = g_strdup ("connection lost, reconnecting");
-      for (guint j = 0; j < e->last_plan->entries->len; j++)
-        if (g_str_equal (((TwedPlanEntry *) g_ptr_array_index (e->last_plan->entries, j))->host, host))
-          g_ptr_array_remove_index (e->last_plan->entries, j--);
-      render_metrics (e);
-    }
+  if (!plan || !plan->hosts->len || !(h = g_ptr_array_index (plan->hosts, 0))->reachable)
+    return;
+  h->reachable = FALSE;
+  g_free (h->error);
+  h->error = g_strdup ("connection lost, reconnecting");
+  g_ptr_array_set_size (plan->entries, 0);
+  plans_changed (e);
+  render_soon (e);
 }
 
 /* Main context: schedule a pass over the host the event came from. */
@@ -513,25 +600,28 @@ on_event_main (gpointer data)
   EventNotice *n = data;
   TwedEngine *e = n->link->engine;
 
-  if (e && n->lost)
+  /* A notice from a backend a reload replaced says nothing of now. */
+  if (!e || n->source != e->backend)
+    return G_SOURCE_REMOVE;
+  if (n->lost)
     mark_host_down (e, n->host);
-  if (e && !g_hash_table_contains (e->debounce, n->host))
-    g_hash_table_insert (e->debounce, g_strdup (n->host),
-                         attach_timeout (e, EVENT_DEBOUNCE_MS, on_host_debounced,
-                                         host_timer_new (e, n->host), host_timer_free));
+  if (!g_hash_table_contains (e->debounce, n->host))
+    schedule_host (e, e->debounce, n->host, EVENT_DEBOUNCE_MS, TRUE);
   return G_SOURCE_REMOVE;
 }
 
 /* Whichever thread libvirt dispatches on: always hand over through a
  * source, never call into the engine here. */
 static void
-on_backend_event (const char *host, const char *domain G_GNUC_UNUSED, const char *what, gpointer data)
+on_backend_event (TwedBackend *source, const char *host, const char *domain G_GNUC_UNUSED,
+                  const char *what, gpointer data)
 {
   EngineLink *link = data;
   EventNotice *n = g_new0 (EventNotice, 1);
   GSource *src = g_idle_source_new ();
 
   n->link = g_atomic_rc_box_acquire (link);
+  n->source = source;
   n->host = g_strdup (host);
   n->lost = g_str_equal (what, "lost");
   g_source_set_callback (src, on_event_main, n, event_notice_free);
@@ -551,7 +641,7 @@ twed_engine_reload_policies (TwedEngine *e)
       e->counters.policy_ok = FALSE;
       g_warning ("policy rejected, %s: %s", e->policies ? "keeping the last good set" : "no good set yet",
                  error->message);
-      render_metrics (e);
+      render_soon (e);
       return FALSE;
     }
   g_clear_pointer (&e->policies, twed_policy_set_unref);
@@ -559,7 +649,7 @@ twed_engine_reload_policies (TwedEngine *e)
   e->counters.policy_ok = TRUE;
   e->counters.policy_loaded_at = g_get_real_time () / G_USEC_PER_SEC;
   g_message ("policy loaded from %s: %u document(s)", e->config->policy_dir, set->policies->len);
-  render_metrics (e);
+  render_soon (e);
   return TRUE;
 }
 
@@ -593,19 +683,6 @@ on_policy_dir_changed (GFileMonitor *m G_GNUC_UNUSED, GFile *file, GFile *other 
   e->policy_timer = attach_timeout (e, POLICY_DEBOUNCE_MS, on_policy_debounced, e, NULL);
 }
 
-static void
-backend_options (const TwedConfig *c, TwedBackendOptions *bo)
-{
-  *bo = (TwedBackendOptions) {
-    .threads = c->threads,
-    .readonly = FALSE, /* events and apply want a full connection */
-    .events = TRUE,
-    .keepalive_interval = c->keepalive_interval,
-    .keepalive_count = c->keepalive_count,
-    .reconnect_max = c->reconnect_max,
-  };
-}
-
 /* The same hosts, reached the same way: the connections can stay. */
 static gboolean
 same_backend (const TwedConfig *a, const TwedConfig *b)
@@ -627,15 +704,52 @@ same_backend (const TwedConfig *a, const TwedConfig *b)
 static void
 setup_backend (TwedEngine *e)
 {
-  TwedBackendOptions bo;
+  TwedBackendOptions bo = {
+    .threads = e->config->threads,
+    .readonly = FALSE, /* events and apply want a full connection */
+    .events = TRUE,
+    .keepalive_interval = e->config->keepalive_interval,
+    .keepalive_count = e->config->keepalive_count,
+    .reconnect_max = e->config->reconnect_max,
+  };
 
-  backend_options (e->config, &bo);
-  /* Passes still running keep the old backend until they end. */
+  /* Passes still running keep the old backend until they end; their
+   * results are dropped, and no host waits for them. */
   if (e->backend)
-    release_backend (g_steal_pointer (&e->backend));
+    twed_backend_unref_elsewhere (g_steal_pointer (&e->backend));
+  g_hash_table_remove_all (e->busy);
   e->backend = twed_backend_new (e->config->hosts, &bo);
   twed_backend_set_event_func (e->backend, on_backend_event, g_atomic_rc_box_acquire (e->link),
                                (GDestroyNotify) link_unref);
+}
+
+static gboolean
+configured (const TwedConfig *c, const char *host)
+{
+  for (guint i = 0; i < c->hosts->len; i++)
+    if (g_str_equal (((TwedHostSpec *) g_ptr_array_index (c->hosts, i))->name, host))
+      return TRUE;
+  return FALSE;
+}
+
+/* Hosts no longer configured leave the plan, the metrics and every
+ * schedule. */
+static void
+forget_removed_hosts (TwedEngine *e)
+{
+  GHashTable *tables[] = { e->plans, e->retry, e->debounce, e->wanted };
+
+  for (guint t = 0; t < G_N_ELEMENTS (tables); t++)
+    {
+      GHashTableIter it;
+      gpointer key;
+
+      g_hash_table_iter_init (&it, tables[t]);
+      while (g_hash_table_iter_next (&it, &key, NULL))
+        if (!configured (e->config, key))
+          g_hash_table_iter_remove (&it);
+    }
+  plans_changed (e);
 }
 
 static void
@@ -666,12 +780,10 @@ setup_timer (TwedEngine *e)
 static void
 schedule_first_pass (TwedEngine *e)
 {
-  GSource *src = g_idle_source_new ();
-
-  g_source_set_callback (src, on_first_pass, e, NULL);
-  g_source_attach (src, e->context);
-  /* Kept in the retry table under no host name: destroyed with the rest. */
-  g_hash_table_insert (e->retry, g_strdup (""), src);
+  g_clear_pointer (&e->first_pass, destroy_source);
+  e->first_pass = g_idle_source_new ();
+  g_source_set_callback (e->first_pass, on_first_pass, e, NULL);
+  g_source_attach (e->first_pass, e->context);
 }
 
 gboolean
@@ -713,11 +825,13 @@ twed_engine_reload_config (TwedEngine *e, TwedConfig *config)
   twed_config_free (e->config);
   e->config = config;
   e->dry_run = e->dry_run_option || config->dry_run;
-  g_thread_pool_set_max_threads (e->pool, (int) MAX (config->threads, 1u), NULL);
   if (!keep_backend)
     setup_backend (e);
+  forget_removed_hosts (e);
   setup_monitor (e);
+  /* The interval starts again, and so does its budget. */
   setup_timer (e);
+  new_budget (e);
   twed_engine_reload_policies (e);
   /* New hosts or policies apply now, not at the next scheduled cycle. */
   schedule_first_pass (e);
@@ -736,11 +850,12 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->link = g_atomic_rc_box_new0 (EngineLink);
   e->link->engine = e;
   e->link->context = g_main_context_ref (e->context);
+  e->running = g_hash_table_new (NULL, NULL);
   e->busy = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   e->wanted = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   e->debounce = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, destroy_source);
   e->retry = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, destroy_source);
-  e->unread_backoff = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  e->plans = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) twed_plan_free);
   e->budget = twed_budget_new (config->max_changes);
   e->pool = g_thread_pool_new_full (pass_thread, NULL, (GDestroyNotify) pass_job_free,
                                     (int) MAX (config->threads, 1u), FALSE, NULL);
@@ -760,14 +875,17 @@ twed_engine_free (TwedEngine *e)
   g_hash_table_unref (e->debounce);
   g_hash_table_unref (e->retry);
   g_hash_table_unref (e->busy);
+  g_hash_table_unref (e->running);
   g_hash_table_unref (e->wanted);
-  g_hash_table_unref (e->unread_backoff);
   g_clear_pointer (&e->policy_timer, destroy_source);
   g_clear_pointer (&e->cycle_timer, destroy_source);
+  g_clear_pointer (&e->first_pass, destroy_source);
+  g_clear_pointer (&e->render_timer, destroy_source);
   g_clear_object (&e->monitor);
-  release_backend (e->backend);
+  twed_backend_unref_elsewhere (e->backend);
   g_clear_pointer (&e->policies, twed_policy_set_unref);
-  g_clear_pointer (&e->last_plan, twed_plan_free);
+  plans_changed (e);
+  g_hash_table_unref (e->plans);
   twed_budget_free (e->budget);
   twed_metrics_server_free (e->metrics_server);
   twed_config_free (e->config);
@@ -779,7 +897,8 @@ twed_engine_free (TwedEngine *e)
 gboolean
 twed_engine_idle (TwedEngine *e)
 {
-  return g_hash_table_size (e->busy) == 0 && g_hash_table_size (e->debounce) == 0;
+  return g_hash_table_size (e->busy) == 0 && g_hash_table_size (e->debounce) == 0 &&
+         g_hash_table_size (e->wanted) == 0 && !e->first_pass;
 }
 
 TwedBackend *
@@ -791,7 +910,7 @@ twed_engine_get_backend (TwedEngine *e)
 const TwedPlan *
 twed_engine_get_last_plan (TwedEngine *e)
 {
-  return e->last_plan;
+  return plan_view (e);
 }
 
 const TwedCounters *

@@ -258,6 +258,26 @@ twed_budget_spent (const TwedBudget *b)
   return b->total;
 }
 
+static void
+count_down (GHashTable *counts, const char *key)
+{
+  guint n = GPOINTER_TO_UINT (g_hash_table_lookup (counts, key));
+
+  if (n)
+    g_hash_table_insert (counts, g_strdup (key), GUINT_TO_POINTER (n - 1));
+}
+
+void
+twed_budget_refund (TwedBudget *b, const TwedPlanEntry *e)
+{
+  g_autofree char *key = g_strdup_printf ("%s\n%s", e->policy, e->host);
+
+  count_down (b->per_host, key);
+  count_down (b->per_policy, e->policy);
+  if (b->total)
+    b->total--;
+}
+
 void
 twed_plan_apply_budget (TwedPlan *plan, const TwedPolicySet *set, TwedBudget *budget)
 {

@@ -12,8 +12,21 @@ typedef struct {
   TwedDomain *def;   /* parsed definition; active flag set per cycle */
 } CachedDomain;
 
+/* Where event notices go: shared by a backend and its hosts, which
+ * libvirt's callbacks may outlive the backend by. */
 typedef struct {
-  TwedBackend *backend;
+  TwedBackendEventFunc func;
+  gpointer data;
+  GDestroyNotify destroy;
+  TwedBackend *source;      /* identity only, never dereferenced */
+} BackendNotifier;          /* atomic rc box */
+
+/* Reference counted: libvirt holds a reference for each callback it may
+ * still run (events, close), released when it drops the callback. */
+typedef struct {
+  gint ref;                 /* atomic */
+  TwedBackend *backend;     /* not for callbacks: they may outlive it */
+  BackendNotifier *notifier; /* for callbacks */
   char *name;
   char *uri;
   GMutex lock;
@@ -33,15 +46,15 @@ typedef struct {
   gint64 retry_at;        /* monotonic usec of the next attempt, 0 = none due */
   char *last_error;
   gboolean warned;        /* this outage was logged as a warning */
+  guint unread_backoff;   /* seconds before definitions are read again */
+  GHashTable *unread_warned; /* uuids whose unread definition was logged */
 } BackendHost;
 
 struct _TwedBackend {
   gint ref;               /* atomic */
   TwedBackendOptions opts;
   GPtrArray *hosts;       /* BackendHost */
-  TwedBackendEventFunc event_func;
-  gpointer event_data;
-  GDestroyNotify event_destroy;
+  BackendNotifier *notifier;
   gint reads;             /* atomic */
   gint writes;
 };

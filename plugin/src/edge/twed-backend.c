@@ -50,11 +50,54 @@ backend_mark_dirty (BackendHost *h, virDomainPtr dom)
 }
 
 static void
-notify (BackendHost *h, virDomainPtr dom, const char *what)
+notifier_clear (gpointer p)
 {
-  twed_log_event (h->name, virDomainGetName (dom), what);
-  if (h->backend->event_func)
-    h->backend->event_func (h->name, virDomainGetName (dom), what, h->backend->event_data);
+  BackendNotifier *n = p;
+
+  if (n->destroy)
+    n->destroy (n->data);
+}
+
+static void
+notifier_unref (BackendNotifier *n)
+{
+  if (n)
+    g_atomic_rc_box_release_full (n, notifier_clear);
+}
+
+static BackendHost *
+host_ref (BackendHost *h)
+{
+  g_atomic_int_inc (&h->ref);
+  return h;
+}
+
+static void
+host_unref (gpointer p)
+{
+  BackendHost *h = p;
+
+  if (!g_atomic_int_dec_and_test (&h->ref))
+    return;
+  g_mutex_clear (&h->lock);
+  g_hash_table_unref (h->cache);
+  g_hash_table_unref (h->dirty);
+  g_hash_table_unref (h->unread_warned);
+  g_mutex_clear (&h->dirty_lock);
+  notifier_unref (h->notifier);
+  g_free (h->name);
+  g_free (h->uri);
+  g_free (h->last_error);
+  g_free (h);
+}
+
+static void
+notify (BackendHost *h, const char *domain, const char *what)
+{
+  if (domain)
+    twed_log_event (h->name, domain, what);
+  if (h->notifier && h->notifier->func)
+    h->notifier->func (h->notifier->source, h->name, domain, what, h->notifier->data);
 }
 
 static int
@@ -66,7 +109,7 @@ on_lifecycle (virConnectPtr conn G_GNUC_UNUSED, virDomainPtr dom, int event,
                                        "resumed", "stopped", "shutdown", "pmsuspended", "crashed" };
 
   backend_mark_dirty (h, dom);
-  notify (h, dom, event >= 0 && (guint) event < G_N_ELEMENTS (names) ? names[event] : "lifecycle");
+  notify (h, virDomainGetName (dom), event >= 0 && (guint) event < G_N_ELEMENTS (names) ? names[event] : "lifecycle");
   return 0;
 }
 
@@ -78,7 +121,7 @@ on_tunable (virConnectPtr conn G_GNUC_UNUSED, virDomainPtr dom,
 
   /* vCPU pinning and TWED both arrive as tunable events. */
   backend_mark_dirty (h, dom);
-  notify (h, dom, "tunable");
+  notify (h, virDomainGetName (dom), "tunable");
   return 0;
 }
 
@@ -89,7 +132,7 @@ on_metadata (virConnectPtr conn G_GNUC_UNUSED, virDomainPtr dom, int type G_GNUC
   BackendHost *h = opaque;
 
   backend_mark_dirty (h, dom);
-  notify (h, dom, "metadata");
+  notify (h, virDomainGetName (dom), "metadata");
   return 0;
 }
 
@@ -105,8 +148,7 @@ on_close (virConnectPtr conn G_GNUC_UNUSED, int reason G_GNUC_UNUSED, void *opaq
   g_mutex_lock (&h->dirty_lock);
   h->lost = TRUE;
   g_mutex_unlock (&h->dirty_lock);
-  if (h->backend->event_func)
-    h->backend->event_func (h->name, NULL, "lost", h->backend->event_data);
+  notify (h, NULL, "lost");
 }
 
 static void
@@ -125,6 +167,19 @@ disconnect_locked (BackendHost *h)
   virConnectClose (h->conn);
   h->conn = NULL;
   g_hash_table_remove_all (h->cache);
+}
+
+static int
+register_event (BackendHost *h, int id, virConnectDomainEventGenericCallback cb)
+{
+  int ret = virConnectDomainEventRegisterAny (h->conn, NULL, id, cb, host_ref (h), host_unref);
+
+  if (ret < 0)
+    {
+      host_unref (h);
+      virResetLastError ();
+    }
+  return ret;
 }
 
 /* <features><twed supported='yes|no'> of interfaces.md section 3. */
@@ -203,8 +258,8 @@ backend_connect_locked (BackendHost *h, GError **error)
       g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
     }
-  h->backoff = 0;
-  h->retry_at = 0;
+  /* The backoff is reset by a successful read, not by a connection
+   * that then fails every call. */
   g_clear_pointer (&h->last_error, g_free);
   type = virConnectGetType (h->conn);
   h->is_test = type && g_ascii_strcasecmp (type, "TEST") == 0;
@@ -216,19 +271,24 @@ backend_connect_locked (BackendHost *h, GError **error)
       if (o->keepalive_interval &&
           virConnectSetKeepAlive (h->conn, (int) o->keepalive_interval, o->keepalive_count) < 0)
         virResetLastError ();
-      if (virConnectRegisterCloseCallback (h->conn, on_close, h, NULL) < 0)
-        virResetLastError ();
+      /* libvirt may run a callback while we deregister it on another
+       * thread: each registration holds a reference to the host, which
+       * libvirt releases once it has dropped the callback. */
+      if (!h->notifier && h->backend->notifier)
+        h->notifier = g_atomic_rc_box_acquire (h->backend->notifier);
+      if (virConnectRegisterCloseCallback (h->conn, on_close, host_ref (h), host_unref) < 0)
+        {
+          host_unref (h);
+          virResetLastError ();
+        }
       /* VIR_DOMAIN_EVENT_CALLBACK is libvirt's documented cast. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wcast-function-type"
-      h->cb_lifecycle = virConnectDomainEventRegisterAny (h->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
-                                                          VIR_DOMAIN_EVENT_CALLBACK (on_lifecycle), h, NULL);
-      h->cb_tunable = virConnectDomainEventRegisterAny (h->conn, NULL, VIR_DOMAIN_EVENT_ID_TUNABLE,
-                                                        VIR_DOMAIN_EVENT_CALLBACK (on_tunable), h, NULL);
-      h->cb_metadata = virConnectDomainEventRegisterAny (h->conn, NULL, VIR_DOMAIN_EVENT_ID_METADATA_CHANGE,
-                                                         VIR_DOMAIN_EVENT_CALLBACK (on_metadata), h, NULL);
+      h->cb_lifecycle = register_event (h, VIR_DOMAIN_EVENT_ID_LIFECYCLE, VIR_DOMAIN_EVENT_CALLBACK (on_lifecycle));
+      h->cb_tunable = register_event (h, VIR_DOMAIN_EVENT_ID_TUNABLE, VIR_DOMAIN_EVENT_CALLBACK (on_tunable));
+      h->cb_metadata = register_event (h, VIR_DOMAIN_EVENT_ID_METADATA_CHANGE,
+                                       VIR_DOMAIN_EVENT_CALLBACK (on_metadata));
 #pragma GCC diagnostic pop
-      virResetLastError ();
     }
   twed_log_host (G_LOG_LEVEL_INFO, h->name, "connected to %s", h->uri);
   return TRUE;
@@ -345,6 +405,21 @@ load_fallback (BackendHost *h, virDomainPtr dom, const CachedDomain *cached, gui
   return g_steal_pointer (&def);
 }
 
+/* Whether a job holds the domain now; asking takes none. */
+static gboolean
+domain_job_running (BackendHost *h, virDomainPtr dom)
+{
+  virDomainControlInfo info;
+
+  backend_count_read (h);
+  if (virDomainGetControlInfo (dom, &info, 0) < 0)
+    {
+      virResetLastError ();
+      return FALSE;
+    }
+  return info.state == VIR_DOMAIN_CONTROL_JOB || info.state == VIR_DOMAIN_CONTROL_OCCUPIED;
+}
+
 static gboolean
 state_is_active (int state)
 {
@@ -356,6 +431,7 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
 {
   virDomainStatsRecordPtr *records = NULL;
   g_autoptr(GHashTable) dirty = NULL;
+  gboolean unread = FALSE;
   int n;
 
   g_mutex_lock (&h->dirty_lock);
@@ -385,27 +461,47 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
       if (!c || g_hash_table_contains (dirty, uuid))
         {
           g_autoptr(GError) local = NULL;
-          TwedDomain *def = load_definition (h, r->dom, &local);
+          TwedDomain *def = NULL;
 
+          /* virDomainGetXMLDesc would wait (up to 30 s) for the job. */
+          if (domain_job_running (h, r->dom))
+            g_set_error (&local, TWED_ERROR, TWED_ERROR_FAILED, "a job (migration or another) holds the domain");
+          else
+            def = load_definition (h, r->dom, &local);
           if (!def)
             {
-              /* Counted all the same, and read again next time. */
+              /* A job ends: read again soon.  A definition that does not
+               * parse stays so until the domain changes, which an event
+               * reports: until then the fallback is kept, quietly. */
+              gboolean retry = !g_error_matches (local, TWED_ERROR, TWED_ERROR_INVALID);
+
               copy = load_fallback (h, r->dom, c, out->ncpus, state_is_active (state), local->message);
-              twed_log_domain (G_LOG_LEVEL_WARNING, h->name, virDomainGetName (r->dom),
-                               "definition not read, %s: %s", copy ?
-                               "its last known vCPUs are counted" : "left out of the load",
-                               local->message);
-              g_mutex_lock (&h->dirty_lock);
-              g_hash_table_add (h->dirty, g_strdup (uuid));
-              g_mutex_unlock (&h->dirty_lock);
+              twed_log_domain (g_hash_table_contains (h->unread_warned, uuid) ? G_LOG_LEVEL_DEBUG : G_LOG_LEVEL_WARNING,
+                               h->name, virDomainGetName (r->dom), "definition not read, %s: %s",
+                               copy ? "its last known vCPUs are counted" : "left out of the load", local->message);
+              g_hash_table_add (h->unread_warned, g_strdup (uuid));
+              if (retry)
+                {
+                  g_mutex_lock (&h->dirty_lock);
+                  g_hash_table_add (h->dirty, g_strdup (uuid));
+                  g_mutex_unlock (&h->dirty_lock);
+                  unread = TRUE;
+                }
               if (!copy)
                 continue;
               copy->active = state_is_active (state);
               if (!copy->uuid)
                 copy->uuid = g_strdup (uuid);
+              if (!retry)
+                {
+                  c = g_new0 (CachedDomain, 1);
+                  c->def = twed_domain_copy (copy);
+                  g_hash_table_replace (h->cache, g_strdup (uuid), c);
+                }
               g_ptr_array_add (out->domains, copy);
               continue;
             }
+          g_hash_table_remove (h->unread_warned, uuid);
           c = g_new0 (CachedDomain, 1);
           c->def = def;
           g_hash_table_replace (h->cache, g_strdup (uuid), c);
@@ -417,6 +513,15 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
       g_ptr_array_add (out->domains, copy);
     }
   virDomainStatsRecordListFree (records);
+  /* Definitions to read again: soon, then less often while they cannot
+   * be (a long migration), up to the reconnect ceiling. */
+  if (unread)
+    {
+      h->unread_backoff = h->unread_backoff ? MIN (h->unread_backoff * 2, h->backend->opts.reconnect_max) : 2;
+      out->retry_at = g_get_monotonic_time () + (gint64) h->unread_backoff * G_USEC_PER_SEC;
+    }
+  else
+    h->unread_backoff = 0;
 
   /* Forget domains that are gone. */
   {
@@ -551,8 +656,10 @@ twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
       TwedHostSpec *s = g_ptr_array_index (specs, i);
       BackendHost *h = g_new0 (BackendHost, 1);
 
+      h->ref = 1;
       h->backend = b;
       h->name = g_strdup (s->name);
+      h->unread_warned = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
       h->uri = g_strdup (s->uri);
       g_mutex_init (&h->lock);
       h->cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) cached_free);
@@ -582,20 +689,12 @@ twed_backend_unref (TwedBackend *b)
 
       g_mutex_lock (&h->lock);
       disconnect_locked (h);
+      h->backend = NULL;
       g_mutex_unlock (&h->lock);
-      g_mutex_clear (&h->lock);
-      g_hash_table_unref (h->cache);
-      g_hash_table_unref (h->dirty);
-      g_mutex_clear (&h->dirty_lock);
-      g_free (h->name);
-      g_free (h->uri);
-      g_free (h->last_error);
-      g_free (h);
+      host_unref (h);
     }
   g_ptr_array_unref (b->hosts);
-  /* Last: the disconnects above may still notify. */
-  if (b->event_destroy)
-    b->event_destroy (b->event_data);
+  notifier_unref (b->notifier);
   g_free (b);
 }
 
@@ -603,11 +702,45 @@ void
 twed_backend_set_event_func (TwedBackend *b, TwedBackendEventFunc func, gpointer user_data,
                              GDestroyNotify destroy)
 {
-  if (b->event_destroy)
-    b->event_destroy (b->event_data);
-  b->event_func = func;
-  b->event_data = user_data;
-  b->event_destroy = destroy;
+  BackendNotifier *n = g_atomic_rc_box_new0 (BackendNotifier);
+
+  n->func = func;
+  n->data = user_data;
+  n->destroy = destroy;
+  n->source = b;
+  /* Hosts take it when they connect. */
+  notifier_unref (b->notifier);
+  b->notifier = n;
+}
+
+static void
+reap (gpointer backend, gpointer unused G_GNUC_UNUSED)
+{
+  twed_backend_unref (backend);
+}
+
+void
+twed_backend_unref_elsewhere (TwedBackend *b)
+{
+  static GThreadPool *reaper;
+  static gsize once;
+  gint old;
+
+  do
+    {
+      old = g_atomic_int_get (&b->ref);
+      if (old == 1)
+        {
+          if (g_once_init_enter (&once))
+            {
+              reaper = g_thread_pool_new (reap, NULL, 1, FALSE, NULL);
+              g_once_init_leave (&once, 1);
+            }
+          g_thread_pool_push (reaper, b, NULL);
+          return;
+        }
+    }
+  while (!g_atomic_int_compare_and_exchange (&b->ref, old, old - 1));
 }
 
 void

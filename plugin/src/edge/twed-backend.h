@@ -10,8 +10,9 @@ typedef struct _TwedBackend TwedBackend;
 
 /* Called when an event touched @host, from whichever thread libvirt
  * dispatches it on; @what "lost" (domain NULL) when the connection
- * closed, so that the owner schedules the reconnect. */
-typedef void (*TwedBackendEventFunc) (const char *host, const char *domain,
+ * closed, so that the owner schedules the reconnect.  @source: the
+ * backend the host belongs to, for comparison only (it may be gone). */
+typedef void (*TwedBackendEventFunc) (TwedBackend *source, const char *host, const char *domain,
                                       const char *what, gpointer user_data);
 
 typedef struct {
@@ -29,6 +30,10 @@ TwedBackend *twed_backend_new (GPtrArray *specs /* TwedHostSpec */, const TwedBa
  * started with while the daemon reloads its configuration. */
 TwedBackend *twed_backend_ref (TwedBackend *backend);
 void         twed_backend_unref (TwedBackend *backend);
+/* The same, but the last reference is dropped on a thread of its own:
+ * closing connections is RPC to hosts that may not answer. */
+void         twed_backend_unref_elsewhere (TwedBackend *backend);
+/* Before the first inventory: hosts take it when they connect. */
 void         twed_backend_set_event_func (TwedBackend *backend, TwedBackendEventFunc func,
                                           gpointer user_data, GDestroyNotify destroy);
 
