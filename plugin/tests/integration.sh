@@ -115,6 +115,9 @@ sleep 1.2
 check "twedd: last good policy still in force" grep -q 'twed_vm_target_delay{host="host-b",domain="web-1",mode="fixed"} 1' "$tmp/m.prom"
 rm "$tmp/pol/30-bad.json"
 check "twedd: fixed directory loads again" wait_for 5 grep -q '^twed_policy_ok 1' "$tmp/m.prom"
+rm -r "$tmp/pol"
+check "twedd: a policy directory that went away is rejected, last good set kept" \
+    wait_for 5 grep -q 'policy rejected, keeping the last good set: policy directory .*/pol: ' "$tmp/log"
 kill -HUP $pid
 check "twedd: SIGHUP reloads" wait_for 5 grep -q 'SIGHUP: reloading' "$tmp/log"
 kill -TERM $pid
@@ -123,6 +126,34 @@ rc=$?
 check "twedd: clean exit on SIGTERM (exit $rc)" [ $rc -eq 0 ]
 check "twedd: several cycles ran" [ "$(sed -n 's/^twed_cycles_total //p' "$tmp/m.prom")" -ge 3 ]
 [ $fails -eq 0 ] || sed 's/^/# twedd: /' "$tmp/log" | tail -30
+
+# A missing policy directory: nothing starts, nothing is planned.
+expect_rc 2 "twedd: missing policy directory refused" "$twedd" --config "$tmp/empty.conf" -P "$tmp/nowhere" \
+    -c "test://$demo/host-b.xml" --dry-run
+check "twedd: missing directory named" grep -q "policy directory $tmp/nowhere does not exist" "$tmp/err"
+expect_rc 2 "twedctl: missing policy directory refused" "$twedctl" plan -P "$tmp/nowhere" -c "test://$demo/host-b.xml"
+check "twedctl: missing directory named" grep -q "policy directory $tmp/nowhere: " "$tmp/err"
+
+# A Kubernetes ConfigMap volume: files are symlinks through "..data",
+# which an update swaps for a new directory in one rename.
+cm=$tmp/configmap
+mkdir -p "$cm/..2026_01" "$cm/..2026_02"
+cp "$demo/policies.d/"*.json "$cm/..2026_01/"
+cp "$demo/policies.d/"*.json "$cm/..2026_02/"
+# The same file in both, matching nothing in the first.
+sed 's/"web-\*"/"none-*"/' "$data/web-override.json" >"$cm/..2026_01/20-web.json"
+cp "$data/web-override.json" "$cm/..2026_02/20-web.json"
+ln -s ..2026_01 "$cm/..data"
+for f in "$cm/..2026_02/"*.json; do ln -s "..data/$(basename "$f")" "$cm/$(basename "$f")"; done
+"$twedd" --config "$tmp/empty.conf" -P "$cm" -i 3600 --metrics-textfile "$tmp/cm.prom" --dry-run \
+    -c "test://$demo/host-b.xml" 2>"$tmp/cm.log" &
+pid=$!
+check "twedd: ConfigMap policies load" wait_for 5 grep -q 'twed_vm_target_delay{host="host-b",domain="web-1",mode="fixed"} 3' "$tmp/cm.prom"
+ln -s ..2026_02 "$cm/..data_tmp" && mv -T "$cm/..data_tmp" "$cm/..data"
+check "twedd: a ConfigMap update (..data swapped) takes effect" \
+    wait_for 5 grep -q 'twed_vm_target_delay{host="host-b",domain="web-1",mode="fixed"} 1' "$tmp/cm.prom"
+kill -TERM $pid
+wait $pid
 
 echo "1..$n"
 [ $fails -eq 0 ]

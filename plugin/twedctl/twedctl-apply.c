@@ -20,7 +20,7 @@ twedctl_apply (Twedctl *ctl, int argc, char **argv)
   if (!twedctl_parse (ctl, "apply", NULL, "Plan, then set TWED on the VMs whose setting changes, live and "
                       "in the persistent config. VMs that keep their setting are not touched.",
                       entries, &argc, &argv, &rc) ||
-      !twedctl_setup (ctl, TRUE, dry_run, &rc))
+      !twedctl_setup (ctl, TRUE, TRUE, dry_run, &rc))
     return rc;
   if (argc > 1)
     return twedctl_fail (TWEDCTL_EXIT_USAGE, "apply: unexpected argument '%s'", argv[1]);

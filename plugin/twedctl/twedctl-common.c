@@ -77,7 +77,8 @@ twedctl_parse (Twedctl *ctl, const char *verb, const char *params, const char *s
 }
 
 gboolean
-twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean reads_only, int *exit_code)
+twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean need_policies, gboolean reads_only,
+               int *exit_code)
 {
   g_autoptr(GError) error = NULL;
   TwedBackendOptions bo = { 0 };
@@ -125,7 +126,16 @@ twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean reads_only, int *exit
   if (ctl->policy_files)
     ctl->policies = twed_policy_files_load ((const char *const *) ctl->policy_files, &error);
   else
-    ctl->policies = twed_policy_dir_load (ctl->policy_dir ? ctl->policy_dir : ctl->config->policy_dir, &error);
+    {
+      const char *dir = ctl->policy_dir ? ctl->policy_dir : ctl->config->policy_dir;
+
+      /* Commands that only show hosts or set a VM by hand plan nothing
+       * from policies: they work where none are installed. */
+      if (!need_policies && !g_file_test (dir, G_FILE_TEST_EXISTS))
+        ctl->policies = twed_policy_set_new ();
+      else
+        ctl->policies = twed_policy_dir_load (dir, &error);
+    }
   if (!ctl->policies)
     goto usage;
 

@@ -15,7 +15,7 @@ twedctl_hosts (Twedctl *ctl, int argc, char **argv)
   if (!twedctl_parse (ctl, "hosts", NULL, "Show each host: reachability, pCPUs (shared and dedicated), "
                       "vCPUs, overcommit ratio of the shared pool, TWED support.",
                       entries, &argc, &argv, &rc) ||
-      !twedctl_setup (ctl, TRUE, TRUE, &rc))
+      !twedctl_setup (ctl, TRUE, FALSE, TRUE, &rc))
     return rc;
   if (argc > 1)
     return twedctl_fail (TWEDCTL_EXIT_USAGE, "hosts: unexpected argument '%s'", argv[1]);

@@ -16,7 +16,7 @@ twedctl_plan (Twedctl *ctl, int argc, char **argv)
 
   if (!twedctl_parse (ctl, "plan", NULL, "Read every host, match each VM to its policy and print what "
                       "would change and why. Changes nothing.", entries, &argc, &argv, &rc) ||
-      !twedctl_setup (ctl, TRUE, TRUE, &rc))
+      !twedctl_setup (ctl, TRUE, TRUE, TRUE, &rc))
     return rc;
   if (argc > 1)
     return twedctl_fail (TWEDCTL_EXIT_USAGE, "plan: unexpected argument '%s'", argv[1]);

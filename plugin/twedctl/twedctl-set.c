@@ -56,7 +56,7 @@ twedctl_set (Twedctl *ctl, int argc, char **argv)
   else if (delay >= 0 || min >= 0 || max >= 0 || allow_long)
     return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: --delay/--min/--max need --mode");
 
-  if (!twedctl_setup (ctl, TRUE, FALSE, &rc))
+  if (!twedctl_setup (ctl, TRUE, FALSE, FALSE, &rc))
     return rc;
   if (!twed_backend_set_manual (ctl->backend, argv[1], mode ? &s : NULL, optout, &error))
     return twedctl_fail (g_error_matches (error, TWED_ERROR, TWED_ERROR_UNSUPPORTED) ? TWEDCTL_EXIT_UNSUPPORTED :

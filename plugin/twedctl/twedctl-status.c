@@ -66,7 +66,7 @@ twedctl_status (Twedctl *ctl, int argc, char **argv)
   if (!twedctl_parse (ctl, "status", NULL, "Show each VM: state, vCPUs, overcommit ratio, current TWED "
                       "setting, the policy that matches it and whether it is managed.",
                       entries, &argc, &argv, &rc) ||
-      !twedctl_setup (ctl, TRUE, TRUE, &rc))
+      !twedctl_setup (ctl, TRUE, TRUE, TRUE, &rc))
     return rc;
   if (argc > 1)
     return twedctl_fail (TWEDCTL_EXIT_USAGE, "status: unexpected argument '%s'", argv[1]);

@@ -49,7 +49,10 @@ int twedctl_policy (Twedctl *ctl, int argc, char **argv);
 gboolean twedctl_parse (Twedctl *ctl, const char *verb, const char *params, const char *summary,
                         const GOptionEntry *entries, int *argc, char ***argv, int *exit_code);
 /* Loads config, hosts and policies; opens nothing yet. */
-gboolean twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean reads_only, int *exit_code);
+/* @need_policies: the command plans from the policies, so a missing
+ * policy directory is an error. */
+gboolean twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean need_policies, gboolean reads_only,
+                        int *exit_code);
 /* Reads the hosts and plans. */
 TwedPlan *twedctl_make_plan (Twedctl *ctl);
 char     *twedctl_now_iso (void);

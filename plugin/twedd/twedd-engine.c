@@ -665,14 +665,24 @@ on_policy_debounced (gpointer data)
   return G_SOURCE_REMOVE;
 }
 
+/* Policy files, and the "..data" symlink a Kubernetes ConfigMap volume
+ * swaps to update all its files at once. */
+static gboolean
+watched_name (GFile *file)
+{
+  g_autofree char *name = file ? g_file_get_basename (file) : NULL;
+
+  return name && ((g_str_has_suffix (name, ".json") && name[0] != '.') || g_str_equal (name, "..data"));
+}
+
 static void
-on_policy_dir_changed (GFileMonitor *m G_GNUC_UNUSED, GFile *file, GFile *other G_GNUC_UNUSED,
+on_policy_dir_changed (GFileMonitor *m G_GNUC_UNUSED, GFile *file, GFile *other,
                        GFileMonitorEvent ev, gpointer data)
 {
   TwedEngine *e = data;
-  g_autofree char *name = g_file_get_basename (file);
 
-  if (!g_str_has_suffix (name, ".json") || name[0] == '.')
+  /* A rename names the new name in @other (..data_tmp -> ..data). */
+  if (!watched_name (file) && !watched_name (other))
     return;
   if (ev != G_FILE_MONITOR_EVENT_CHANGES_DONE_HINT && ev != G_FILE_MONITOR_EVENT_DELETED &&
       ev != G_FILE_MONITOR_EVENT_CREATED && ev != G_FILE_MONITOR_EVENT_MOVED_IN &&
@@ -789,6 +799,14 @@ schedule_first_pass (TwedEngine *e)
 gboolean
 twed_engine_start (TwedEngine *e, GError **error)
 {
+  /* The directory must exist (its documents may still be wrong: then
+   * nothing is applied until they are fixed). */
+  if (!g_file_test (e->config->policy_dir, G_FILE_TEST_IS_DIR))
+    {
+      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "policy directory %s does not exist",
+                   e->config->policy_dir);
+      return FALSE;
+    }
   if (e->config->metrics_listen &&
       !(e->metrics_server = twed_metrics_server_new (e->config->metrics_listen, error)))
     return FALSE;

@@ -51,14 +51,17 @@ twed_policy_dir_load (const char *dir, GError **error)
   g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func (g_free);
   const char *name;
 
+  /* A directory that is not there is a deployment error (a typo, a
+   * volume not mounted), not "no policies": failing closed keeps the
+   * built-in default from being applied fleet-wide by accident. */
   if (!(d = g_dir_open (dir, 0, &local)))
     {
-      if (g_error_matches (local, G_FILE_ERROR, G_FILE_ERROR_NOENT))
-        return twed_policy_set_new ();
-      g_propagate_error (error, g_steal_pointer (&local));
+      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "policy directory %s: %s", dir, local->message);
       return NULL;
     }
-  /* Hidden and editor temp files are not policies. */
+  /* Hidden and editor temp files are not policies.  A Kubernetes
+   * ConfigMap volume lists its files as symlinks through "..data",
+   * which g_file_get_contents follows. */
   while ((name = g_dir_read_name (d)))
     if (g_str_has_suffix (name, ".json") && name[0] != '.')
       g_ptr_array_add (files, g_build_filename (dir, name, NULL));
