@@ -10,6 +10,10 @@
 #define HOSTS 1000
 #define VMS_PER_HOST 50
 #define PCPUS 64
+/* The targets of plugin/README.md: a benchmark that only prints its
+ * figures lets a regression through. */
+#define TARGET_CPU_S 1.0
+#define TARGET_RSS_MIB 200.0
 
 static double
 cpu_seconds (void)
@@ -39,7 +43,7 @@ main (void)
   GRand *rand = g_rand_new_with_seed (42);
   TwedPlanOptions po = { "bench", 0 };
   struct rusage ru;
-  double t0, t1;
+  double t0, t1, rss_mib;
 
   g_assert_true (twed_policy_set_add (set, policy ("{\"version\":1,\"name\":\"default\",\"bands\":[{\"up_to\":1,\"mode\":\"off\"},"
                                                     "{\"up_to\":2,\"mode\":\"fixed\",\"delay\":3}],\"beyond\":{\"mode\":\"dynamic\","
@@ -98,7 +102,14 @@ main (void)
   g_assert_cmpuint (plan->entries->len, ==, HOSTS * VMS_PER_HOST);
   printf ("changes=%u deferred=%u\n", twed_plan_count (plan, TWED_ACTION_CHANGE),
           twed_plan_count (plan, TWED_ACTION_DEFER));
+  rss_mib = ru.ru_maxrss / 1024.0;
   printf ("plan: hosts=%u vms=%u cpu_s=%.3f rss_mib=%.1f\n", HOSTS, HOSTS * VMS_PER_HOST, t1 - t0,
-          ru.ru_maxrss / 1024.0);
+          rss_mib);
+  if (t1 - t0 >= TARGET_CPU_S || rss_mib >= TARGET_RSS_MIB)
+    {
+      printf ("FAIL: plan misses its target: cpu_s < %.1f and rss_mib < %.0f\n",
+              TARGET_CPU_S, TARGET_RSS_MIB);
+      return 1;
+    }
   return 0;
 }
