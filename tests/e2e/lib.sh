@@ -28,12 +28,16 @@ check() {
 # take_cluster_turn: the emulated cluster of this test, one at a time.
 # The e2e cluster and the short sweep each keep two CPUs busy and the
 # sweep measures, so they take turns (held until the test exits).  meson
-# built the layers before it ran the test: "up" builds nothing.
+# built the layers before it ran the test: "up" builds nothing.  Hosts an
+# earlier run of this test left behind (killed before its clean-up) go
+# first; tools/cluster starts hosts without this lock's descriptor, so
+# they never hold the turn themselves.
 take_cluster_turn() {
 	export TWED_CLUSTER_BUILD=0
 	mkdir -p "$TWED_STACK/e2e"
 	exec {cluster_turn}>"$TWED_STACK/e2e/.cluster.lock"
 	flock "$cluster_turn"
+	"$cluster" down
 }
 
 cvirsh() { "$cluster" virsh "$@"; }
