@@ -62,3 +62,73 @@ update_file() {
 copy_if_changed() {
 	cmp -s "$1" "$2" || cp "$1" "$2"
 }
+
+# series_patches DIR: the patch files DIR/series names, in order.
+series_patches() {
+	local dir=$1
+	[ -f "$dir/series" ] || return 0
+	grep -v -e '^#' -e '^[[:space:]]*$' "$dir/series" | sed "s|^|$dir/|"
+}
+
+# series_digest COMPONENT: the pinned base plus the committed series.
+series_digest() {
+	local comp=$1 f
+	{
+		base_field "$comp" sha256
+		while read -r f; do sha256sum <"$f"; done < <(series_patches "$(patch_dir "$comp")")
+	} | sha256sum | cut -d' ' -f1
+}
+
+# --- layer provenance (tools/stack, tests/smoke/layer-series) -----------------
+# A layer build is keyed by what made it: the source digest of its component
+# (base, series, build-tree fixups) and the digest of its configuration (the
+# build script, the tools/config files it reads, the options from the
+# environment).  Different series or configurations never share a build.
+
+# layer_component LAYER -> kernel | qemu | libvirt
+layer_component() {
+	case $1 in
+	kernel) echo kernel ;;
+	qemu-x86 | qemu-arm64) echo qemu ;;
+	libvirt | libvirt-arm64) echo libvirt ;;
+	*) die "layer '$1' is not built from a series (kernel, qemu-x86, qemu-arm64, libvirt, libvirt-arm64)" ;;
+	esac
+}
+
+# source_digest COMPONENT: what the component's source tree is made of.
+source_digest() {
+	local comp=$1 f
+	{
+		series_digest "$comp"
+		for f in "$TWED_ROOT/tools/fixups/$comp"-*; do
+			[ ! -f "$f" ] || sha256sum <"$f"
+		done
+	} | sha256sum | cut -d' ' -f1
+}
+
+# config_digest LAYER: how the layer is built from its source tree.
+config_digest() {
+	local layer=$1 t=$TWED_ROOT/tools cfg_files=()
+	case $1 in
+	kernel) cfg_files=("$t/build-kernel" "$t/config/kernel-host.config") ;;
+	qemu-x86) cfg_files=("$t/build-qemu") ;;
+	qemu-arm64) cfg_files=("$t/build-qemu" "$t/config/qemu-arm64-devices.mak") ;;
+	libvirt) cfg_files=("$t/build-libvirt" "$t/config/libvirt-tests") ;;
+	libvirt-arm64) cfg_files=("$t/build-libvirt" "$t/config/aarch64-linux-gnu.meson") ;;
+	*) layer_component "$layer" >/dev/null ;;
+	esac
+	{
+		echo "$layer"
+		[ "$layer" != qemu-arm64 ] || echo "TWED_QEMU_ARM64=${TWED_QEMU_ARM64:-kvm-host}"
+		cat "${cfg_files[@]}"
+	} | sha256sum | cut -d' ' -f1
+}
+
+# layer_stamp LAYER: the provenance record tools/stack writes into the
+# layer's build directory once the build succeeded (.twed-layer).
+layer_stamp() {
+	local comp
+	comp=$(layer_component "$1")
+	printf 'layer %s\nseries %s\nsource %s\nconfig %s\n' "$1" \
+		"$(series_digest "$comp")" "$(source_digest "$comp")" "$(config_digest "$1")"
+}
