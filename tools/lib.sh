@@ -28,7 +28,7 @@ die() { printf '%s: error: %s\n' "${0##*/}" "$*" >&2; exit 1; }
 info() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
 
 # base_field COMPONENT FIELD -> value from tools/bases.conf
-#   fields: package topdir tarball sha256 versions
+#   fields: package topdir tarball sha256 commit
 base_field() {
 	local comp=$1 field=$2
 	awk -v c="$comp" -v f="$field" '
@@ -38,7 +38,7 @@ base_field() {
 			else if (f == "topdir") print $3
 			else if (f == "tarball") print $4
 			else if (f == "sha256") print $5
-			else if (f == "versions") { for (i = 6; i <= NF; i++) printf "%s%s", $i, (i < NF ? " " : "\n") }
+			else if (f == "commit") print $6
 			found = 1
 		}
 		END { exit !found }' "$TWED_ROOT/tools/bases.conf" ||
