@@ -92,6 +92,8 @@ typedef struct {
 } PassJob;
 
 static void request_pass (TwedEngine *e, const char *host, gboolean from_event);
+static void start_pass (TwedEngine *e, const char *host, gboolean from_event);
+static void size_pool (TwedEngine *e);
 
 static void
 link_clear (gpointer p)
@@ -143,17 +145,9 @@ cmp_str (gconstpointer a, gconstpointer b)
   return strcmp (*(const char *const *) a, *(const char *const *) b);
 }
 
-static void
-view_free (TwedPlan *view)
-{
-  g_ptr_array_unref (view->hosts);
-  g_ptr_array_unref (view->entries);
-  g_free (view->generated);
-  g_free (view);
-}
-
-/* Every host's last plan in one, borrowing their hosts and entries,
- * sorted by host as twed_plan_build sorts. */
+/* Every host's last plan in one, borrowing their hosts and entries
+ * (arrays without free functions: twed_plan_free releases the view
+ * alone), sorted by host as twed_plan_build sorts. */
 static const TwedPlan *
 plan_view (TwedEngine *e)
 {
@@ -184,7 +178,7 @@ plan_view (TwedEngine *e)
 static void
 plans_changed (TwedEngine *e)
 {
-  g_clear_pointer (&e->view, view_free);
+  g_clear_pointer (&e->view, twed_plan_free);
 }
 
 static void
@@ -338,24 +332,22 @@ log_would_change (const TwedPlan *plan)
 static void
 run_wanted (TwedEngine *e)
 {
-  g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func (g_free);
-  g_autoptr(GArray) events = g_array_new (FALSE, FALSE, sizeof (gboolean));
   GHashTableIter it;
   gpointer key, value;
 
+  size_pool (e);
   g_hash_table_iter_init (&it, e->wanted);
   while (g_hash_table_iter_next (&it, &key, &value))
     {
-      gboolean from_event = GPOINTER_TO_INT (value);
+      g_autofree char *host = NULL;
 
       if (g_hash_table_contains (e->busy, key))
         continue;
-      g_ptr_array_add (hosts, key);
-      g_array_append_val (events, from_event);
+      /* Starting it touches busy and retry, not this table. */
+      host = key;
       g_hash_table_iter_steal (&it);
+      start_pass (e, host, GPOINTER_TO_INT (value));
     }
-  for (guint i = 0; i < hosts->len; i++)
-    request_pass (e, g_ptr_array_index (hosts, i), g_array_index (events, gboolean, i));
 }
 
 /* A pass started with what is no longer in force: another backend (the

@@ -147,7 +147,7 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
     {
       e->action = TWED_ACTION_SKIP;
       e->reason = g_strdup_printf ("definition not read (%s): its last known %u vCPU(s) and pinning "
-                                   "are counted, read again at the next pass",
+                                   "are counted until it is read again",
                                    dom->load_error, dom->nvcpus);
     }
   else if (host->support == TWED_SUPPORT_NO)
@@ -252,12 +252,6 @@ twed_budget_free (TwedBudget *b)
   g_free (b);
 }
 
-guint
-twed_budget_spent (const TwedBudget *b)
-{
-  return b->total;
-}
-
 static void
 count_down (GHashTable *counts, const char *key)
 {
@@ -267,10 +261,17 @@ count_down (GHashTable *counts, const char *key)
     g_hash_table_insert (counts, g_strdup (key), GUINT_TO_POINTER (n - 1));
 }
 
+/* The per_host key of a change: its policy and host. */
+static char *
+budget_host_key (const TwedPlanEntry *e)
+{
+  return g_strdup_printf ("%s\n%s", e->policy, e->host);
+}
+
 void
 twed_budget_refund (TwedBudget *b, const TwedPlanEntry *e)
 {
-  g_autofree char *key = g_strdup_printf ("%s\n%s", e->policy, e->host);
+  g_autofree char *key = budget_host_key (e);
 
   count_down (b->per_host, key);
   count_down (b->per_policy, e->policy);
@@ -296,7 +297,7 @@ twed_plan_apply_budget (TwedPlan *plan, const TwedPolicySet *set, TwedBudget *bu
     {
       TwedPlanEntry *e = g_ptr_array_index (changes, i);
       const TwedPolicy *pol = find_policy (set, e->policy);
-      g_autofree char *key = g_strdup_printf ("%s\n%s", e->policy, e->host);
+      g_autofree char *key = budget_host_key (e);
       guint nh = GPOINTER_TO_UINT (g_hash_table_lookup (budget->per_host, key));
       guint np = GPOINTER_TO_UINT (g_hash_table_lookup (budget->per_policy, e->policy));
       char *why = NULL;
@@ -357,10 +358,9 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
     }
   g_ptr_array_sort (plan->entries, cmp_entry);
   {
-    TwedBudget *budget = twed_budget_new (opts ? opts->max_changes_global : 0);
+    g_autoptr(TwedBudget) budget = twed_budget_new (opts ? opts->max_changes_global : 0);
 
     twed_plan_apply_budget (plan, set, budget);
-    twed_budget_free (budget);
   }
   return plan;
 }

@@ -75,7 +75,6 @@ void      twed_plan_free (TwedPlan *plan);
 typedef struct _TwedBudget TwedBudget;
 TwedBudget *twed_budget_new (guint cap /* 0 = none */);
 void        twed_budget_free (TwedBudget *budget);
-guint       twed_budget_spent (const TwedBudget *budget);
 /* Gives back what a granted change @entry took (it was not made). */
 void        twed_budget_refund (TwedBudget *budget, const TwedPlanEntry *entry);
 /* Turns the changes of @plan that exceed @budget into deferrals (most

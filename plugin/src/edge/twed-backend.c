@@ -201,6 +201,13 @@ probe_support (BackendHost *h)
   return g_str_has_prefix (p, "yes") ? TWED_SUPPORT_YES : TWED_SUPPORT_NO;
 }
 
+/* The next wait of a backoff: @first, then doubled up to @ceiling. */
+static guint
+backoff_step (guint current, guint first, guint ceiling)
+{
+  return current ? MIN (current * 2, ceiling) : first;
+}
+
 /* After a failed attempt: the next one after a backoff measured from
  * now, the end of the attempt (a connect can itself take minutes),
  * doubling up to the configured ceiling, with +-25 % jitter so that
@@ -211,7 +218,7 @@ backend_schedule_retry (BackendHost *h)
   const TwedBackendOptions *o = &h->backend->opts;
   double delay;
 
-  h->backoff = h->backoff ? MIN (h->backoff * 2, o->reconnect_max) : 1;
+  h->backoff = backoff_step (h->backoff, 1, o->reconnect_max);
   delay = (double) h->backoff * G_USEC_PER_SEC * g_random_double_range (0.75, 1.25);
   h->retry_at = g_get_monotonic_time () + (gint64) delay;
 }
@@ -452,7 +459,7 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
       char uuid[VIR_UUID_STRING_BUFLEN];
       int state = VIR_DOMAIN_NOSTATE;
       CachedDomain *c;
-      TwedDomain *copy;
+      TwedDomain *copy = NULL;
 
       if (virDomainGetUUIDString (r->dom, uuid) < 0)
         continue;
@@ -489,24 +496,24 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
                 }
               if (!copy)
                 continue;
-              copy->active = state_is_active (state);
-              if (!copy->uuid)
-                copy->uuid = g_strdup (uuid);
               if (!retry)
                 {
+                  /* Kept until an event marks the domain dirty. */
                   c = g_new0 (CachedDomain, 1);
-                  c->def = twed_domain_copy (copy);
+                  c->def = g_steal_pointer (&copy);
                   g_hash_table_replace (h->cache, g_strdup (uuid), c);
                 }
-              g_ptr_array_add (out->domains, copy);
-              continue;
             }
-          g_hash_table_remove (h->unread_warned, uuid);
-          c = g_new0 (CachedDomain, 1);
-          c->def = def;
-          g_hash_table_replace (h->cache, g_strdup (uuid), c);
+          else
+            {
+              g_hash_table_remove (h->unread_warned, uuid);
+              c = g_new0 (CachedDomain, 1);
+              c->def = def;
+              g_hash_table_replace (h->cache, g_strdup (uuid), c);
+            }
         }
-      copy = twed_domain_copy (c->def);
+      if (!copy)
+        copy = twed_domain_copy (c->def);
       copy->active = state_is_active (state);
       if (!copy->uuid)
         copy->uuid = g_strdup (uuid);
@@ -517,7 +524,7 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
    * be (a long migration), up to the reconnect ceiling. */
   if (unread)
     {
-      h->unread_backoff = h->unread_backoff ? MIN (h->unread_backoff * 2, h->backend->opts.reconnect_max) : 2;
+      h->unread_backoff = backoff_step (h->unread_backoff, 2, h->backend->opts.reconnect_max);
       out->retry_at = g_get_monotonic_time () + (gint64) h->unread_backoff * G_USEC_PER_SEC;
     }
   else
