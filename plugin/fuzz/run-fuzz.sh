@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bounded libFuzzer run as a test. Seeds: the kept corpus and the policy
 # corpus; new inputs go to a scratch directory in the build tree (merge
-# them into tests/plugin/fuzz-corpus with the fuzz-corpus-update target).
+# them into plugin/fuzz/corpus with the fuzz-corpus-update target).
 # Usage: run-fuzz.sh FUZZER SECONDS WORKDIR SEED_DIR...
 set -eu
 fuzzer=$1 seconds=$2 work=$3

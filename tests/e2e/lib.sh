@@ -46,7 +46,7 @@ csh() { "$cluster" sh "$@"; }
 # guest_xml NAME VCPUS PCPUS TWED CMD
 #   PCPUS: the host pCPU of each vCPU in turn, e.g. "0 0 1 1" (2:1); "-" for
 #   none (unpinned); TWED: attributes of <twed/>, or "" for no element;
-#   CMD: the guest's twed.guest= command (tools/hostimage/guest-boot)
+#   CMD: the guest's twed.guest= command (tools/hosts/hostimage/guest-boot)
 guest_xml() {
 	local name=$1 vcpus=$2 pcpus=$3 twed=$4 cmd=$5 i=0 p cputune='' xml
 	if [ "$pcpus" != - ]; then
@@ -56,7 +56,7 @@ guest_xml() {
 		done
 	fi
 	[ -z "$twed" ] || cputune+="    <twed $twed/>"$'\n'
-	xml=$(<"$root/tools/config/guest-domain.xml")
+	xml=$(<"$root/tools/hosts/guest-domain.xml")
 	xml=${xml//@NAME@/$name}
 	xml=${xml//@MEMORY_MIB@/96}
 	xml=${xml//@VCPUS@/$vcpus}

@@ -181,7 +181,7 @@ def describe_controller():
 # --- guests -----------------------------------------------------------------
 
 def guest_cmdline(argv, settle=SETTLE_SECONDS):
-    """twed.guest= value: tools/hostimage/guest-boot splits it at commas
+    """twed.guest= value: tools/hosts/hostimage/guest-boot splits it at commas
     and runs the words without a shell, so the script is one word for
     `sh -c` whose spaces are ${IFS}, which sh splits again after expanding
     it.  The trailing sleep keeps the guest up (idle) for the stats."""
@@ -196,7 +196,7 @@ def guest_cmdline(argv, settle=SETTLE_SECONDS):
 
 
 def guest_xml(name, vcpus, memory_mib, pinning, cmdline):
-    """tools/config/guest-domain.xml (the guest of tests/e2e/lib.sh),
+    """tools/hosts/guest-domain.xml (the guest of tests/e2e/lib.sh),
     without <twed/>: the sweep sets TWED through the API."""
     pins = "".join(f"    <vcpupin vcpu='{i}' cpuset='{p}'/>\n"
                    for i, p in enumerate(pinning or []))

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """The guest workloads a sweep can run, and how to read their results.
 
-lockstress, fault and fscopy (tests/workloads/) print one line of
+lockstress, fault and fscopy (workloads/) print one line of
 key=value pairs starting with their name; cyclictest (rt-tests) prints one
 "T:" line per measuring thread, summarised here over the threads.
 """
@@ -24,7 +24,7 @@ def parse_key_values(line):
 
 
 class KeyValueWorkload:
-    """A workload of tests/workloads/: one result line 'NAME k=v ...'."""
+    """A workload of workloads/: one result line 'NAME k=v ...'."""
 
     def __init__(self, name, primary, higher_is_better, unit, options):
         self.name = name

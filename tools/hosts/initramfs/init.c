@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Minimal /init for twed's arm64 test hosts, built static with
- *   aarch64-linux-gnu-gcc -static -O2 -o init tools/initramfs/init.c
+ *   aarch64-linux-gnu-gcc -static -O2 -o init tools/hosts/initramfs/init.c
  *
  * Mounts /proc, /sys, /dev (devtmpfs), /tmp, /sys/kernel/debug and
  * /sys/kernel/tracing when available, reports whether /dev/kvm exists,

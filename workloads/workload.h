@@ -2,7 +2,7 @@
 /*
  * What the guest workloads share: strict number arguments and a monotonic
  * clock.  Each workload is one file built static on its own (see
- * tools/mkhostimage), so these are static functions in a header.
+ * tools/hosts/mkhostimage), so these are static functions in a header.
  */
 #ifndef TWED_WORKLOAD_H
 #define TWED_WORKLOAD_H

@@ -1,7 +1,7 @@
 # Shared helpers for twed's tools.  Source it; do not run it.
 # shellcheck shell=bash
 
-TWED_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TWED_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TWED_CACHE_DIR=${TWED_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/twed}
 TWED_WORK_DIR=${TWED_WORK_DIR:-$TWED_ROOT/work}
 # Source trees and builds of kernel, QEMU and libvirt for the tests, shared
@@ -27,7 +27,7 @@ TWED_PYTHON=/usr/bin/python3
 die() { printf '%s: error: %s\n' "${0##*/}" "$*" >&2; exit 1; }
 info() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
 
-# base_field COMPONENT FIELD -> value from tools/bases.conf
+# base_field COMPONENT FIELD -> value from tools/setup/bases.conf
 #   fields: package topdir tarball sha256 commit
 base_field() {
 	local comp=$1 field=$2
@@ -41,11 +41,11 @@ base_field() {
 			else if (f == "commit") print $6
 			found = 1
 		}
-		END { exit !found }' "$TWED_ROOT/tools/bases.conf" ||
+		END { exit !found }' "$TWED_ROOT/tools/setup/bases.conf" ||
 		die "unknown component '$comp' (known: kernel, qemu, libvirt)"
 }
 
-components() { awk '!/^#/ && NF { print $1 }' "$TWED_ROOT/tools/bases.conf"; }
+components() { awk '!/^#/ && NF { print $1 }' "$TWED_ROOT/tools/setup/bases.conf"; }
 
 patch_dir() { echo "$TWED_ROOT/$1-patches"; }
 
@@ -100,7 +100,7 @@ source_digest() {
 	local comp=$1 f
 	{
 		series_digest "$comp"
-		for f in "$TWED_ROOT/tools/fixups/$comp"-*; do
+		for f in "$TWED_ROOT/tools/layers/fixups/$comp"-*; do
 			[ ! -f "$f" ] || sha256sum <"$f"
 		done
 	} | sha256sum | cut -d' ' -f1
@@ -108,13 +108,13 @@ source_digest() {
 
 # config_digest LAYER: how the layer is built from its source tree.
 config_digest() {
-	local layer=$1 t=$TWED_ROOT/tools cfg_files=()
+	local layer=$1 t=$TWED_ROOT/tools/layers cfg_files=()
 	case $1 in
-	kernel) cfg_files=("$t/build-kernel" "$t/config/kernel-host.config") ;;
+	kernel) cfg_files=("$t/build-kernel" "$t/kernel-host.config") ;;
 	qemu-x86) cfg_files=("$t/build-qemu") ;;
-	qemu-arm64) cfg_files=("$t/build-qemu" "$t/config/qemu-arm64-devices.mak") ;;
-	libvirt) cfg_files=("$t/build-libvirt" "$t/config/libvirt-tests") ;;
-	libvirt-arm64) cfg_files=("$t/build-libvirt" "$t/config/aarch64-linux-gnu.meson") ;;
+	qemu-arm64) cfg_files=("$t/build-qemu" "$t/qemu-arm64-devices.mak") ;;
+	libvirt) cfg_files=("$t/build-libvirt" "$t/libvirt-tests") ;;
+	libvirt-arm64) cfg_files=("$t/build-libvirt" "$t/aarch64-linux-gnu.meson") ;;
 	*) layer_component "$layer" >/dev/null ;;
 	esac
 	{
