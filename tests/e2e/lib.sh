@@ -25,9 +25,9 @@ check() {
 	if "$@"; then pass "$what"; else fail "$what"; fi
 }
 
-# take_cluster_turn: the emulated cluster of this test, one at a time.
-# The e2e cluster and the short sweep each keep two CPUs busy and the
-# sweep measures, so they take turns (held until the test exits).  meson
+# take_cluster_turn: the emulated cluster of this test, one at a time
+# (held until the test exits: two runs in one build directory would share
+# its ports and directory).  meson
 # built the layers before it ran the test: "up" builds nothing.  Hosts an
 # earlier run of this test left behind (killed before its clean-up) go
 # first; tools/cluster starts hosts without this lock's descriptor, so
