@@ -111,7 +111,7 @@ config_digest() {
 	local layer=$1 t=$TWED_ROOT/tools/layers cfg_files=()
 	case $1 in
 	kernel) cfg_files=("$t/build-kernel" "$t/kernel-host.config") ;;
-	qemu-x86) cfg_files=("$t/build-qemu") ;;
+	qemu-x86) cfg_files=("$t/build-qemu" "$t/qemu-x86-devices.mak") ;;
 	qemu-arm64) cfg_files=("$t/build-qemu" "$t/qemu-arm64-devices.mak") ;;
 	libvirt) cfg_files=("$t/build-libvirt" "$t/libvirt-tests") ;;
 	libvirt-arm64) cfg_files=("$t/build-libvirt" "$t/aarch64-linux-gnu.meson") ;;
