@@ -201,7 +201,7 @@ def guest_xml(name, vcpus, memory_mib, pinning, cmdline):
     pins = "".join(f"    <vcpupin vcpu='{i}' cpuset='{p}'/>\n"
                    for i, p in enumerate(pinning or []))
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    with open(os.path.join(root, "tools", "config", "guest-domain.xml")) as f:
+    with open(os.path.join(root, "tools", "hosts", "guest-domain.xml")) as f:
         template = f.read()
     return (template.replace("@CPUTUNE@", pins)
             .replace("@NAME@", name)
