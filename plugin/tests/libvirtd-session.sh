@@ -2,7 +2,7 @@
 # Start a libvirtd serving the test driver on a private UNIX socket, in
 # session mode inside DIR, so that it touches nothing outside DIR.  Run by
 # root, it runs as nobody (a privileged libvirtd would be the system one),
-# allowed to read a build that lives in root's home.
+# allowed to read a build in root's home and a DIR below a private one.
 #   libvirtd-session.sh LIBVIRTD DIR [LIBVIRTD.CONF LINE...]
 # Prints the daemon's pid once its socket exists; the socket is
 # DIR/run/libvirt-sock.  Exit 1 (and the daemon's log) if it did not start.
@@ -19,8 +19,12 @@ as=()
 if [ "$(id -u)" = 0 ]; then
 	chown -R 65534:65534 "$dir"
 	as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+	# Its own directory may lie below one only root may search (mktemp
+	# -d), and the build in root's home: then nobody may read and search
+	# past file permissions, nothing more.
 	lib=$(dirname "$libvirtd")/libvirt.so.0
-	if [ -e "$lib" ] && ! "${as[@]}" test -r "$lib"; then
+	if ! "${as[@]}" test -r "$dir/libvirtd.conf" ||
+		{ [ -e "$lib" ] && ! "${as[@]}" test -r "$lib"; }; then
 		as+=(--inh-caps=+dac_read_search --ambient-caps=+dac_read_search)
 	fi
 fi
