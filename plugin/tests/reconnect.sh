@@ -90,7 +90,10 @@ check "h1 re-planned: reported up again" wait_for 20 up h1
 # A host whose libvirtd is gone: attempts fail at once, and are repeated
 # on a backoff (capped at reconnect_max=2 s) until it is back.
 kill "${pids[2]}"
-wait "${pids[2]}" 2>/dev/null
+# Not this shell's child (libvirtd-session.sh started it): wait until it has
+# exited, and so cleaned up its run directory, before one starts there again.
+gone() { ! kill -0 "$1" 2>/dev/null; }
+wait_for 10 gone "${pids[2]}" || { echo "Bail out! libvirtd h3 did not exit"; exit 1; }
 check "h3 reported down when its libvirtd ended" \
 	wait_for 10 grep -q '^twed_host_up{host="h3"} 0$' "$tmp/twed.prom"
 sleep 5
