@@ -13,7 +13,6 @@ twedctl_apply (Twedctl *ctl, int argc, char **argv)
     { NULL }
   };
   g_autoptr(TwedPlan) plan = NULL;
-  g_autofree char *out = NULL;
   guint changes, failed = 0, applied;
   int rc = TWEDCTL_EXIT_OK;
 
@@ -29,20 +28,28 @@ twedctl_apply (Twedctl *ctl, int argc, char **argv)
   changes = twed_plan_count (plan, TWED_ACTION_CHANGE);
   if (changes && !dry_run && !twed_apply_api_available ())
     {
-      out = ctl->json ? twed_plan_to_json (plan, TRUE) : twed_plan_to_table (plan, FALSE);
-      twedctl_print (out);
       if (ctl->json)
-        twedctl_print ("\n");
+        twedctl_print_json (plan);
+      else
+        {
+          g_autofree char *out = twed_plan_to_table (plan, FALSE);
+
+          twedctl_print (out);
+        }
       return twedctl_fail (TWEDCTL_EXIT_UNSUPPORTED, "%u change(s) planned, none applied: %s", changes,
                            TWED_API_MISSING_MESSAGE);
     }
   if (changes)
     failed = twed_backend_apply (ctl->backend, plan, dry_run);
   applied = twed_plan_count_result (plan, TWED_RESULT_APPLIED);
-  out = ctl->json ? twed_plan_to_json (plan, TRUE) : twed_plan_to_table (plan, FALSE);
-  twedctl_print (out);
   if (ctl->json)
-    twedctl_print ("\n");
+    twedctl_print_json (plan);
+  else
+    {
+      g_autofree char *out = twed_plan_to_table (plan, FALSE);
+
+      twedctl_print (out);
+    }
   if (!ctl->json)
     {
       g_autofree char *line = dry_run ? g_strdup_printf ("dry run: %u change(s) would be applied\n", changes)

@@ -3,6 +3,7 @@
 #include "twedctl.h"
 #include "twed-libvirt.h"
 
+#include <errno.h>
 #include <stdio.h>
 
 int
@@ -23,6 +24,14 @@ twedctl_print (const char *text)
 {
   fputs (text, stdout);
   fflush (stdout);
+}
+
+/* Streamed: a region's plan is hundreds of megabytes of JSON. */
+void
+twedctl_print_json (const TwedPlan *plan)
+{
+  if (!twed_plan_write_json (plan, TRUE, stdout))
+    g_printerr ("twedctl: writing the plan failed: %s\n", g_strerror (errno));
 }
 
 char *

@@ -201,14 +201,19 @@ cmp_change_priority (gconstpointer a, gconstpointer b)
 }
 
 static int
-cmp_entry (gconstpointer a, gconstpointer b)
+cmp_entry_domain (gconstpointer a, gconstpointer b)
 {
   const TwedPlanEntry *x = *(TwedPlanEntry *const *) a, *y = *(TwedPlanEntry *const *) b;
-  int c;
 
-  if ((c = g_strcmp0 (x->host, y->host)))
-    return c;
   return g_strcmp0 (x->domain, y->domain);
+}
+
+static int
+cmp_host_name (gconstpointer a, gconstpointer b)
+{
+  const TwedHost *x = *(TwedHost *const *) a, *y = *(TwedHost *const *) b;
+
+  return g_strcmp0 (x->name, y->name);
 }
 
 static const TwedPolicy *
@@ -334,6 +339,15 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
   plan->hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) plan_host_free);
   plan->entries = g_ptr_array_new_with_free_func ((GDestroyNotify) entry_free);
 
+  g_autoptr(GPtrArray) by_name = g_ptr_array_sized_new (hosts->len);
+  guint nentries = 0;
+
+  g_ptr_array_extend (by_name, hosts, NULL, NULL);
+
+  for (guint h = 0; h < hosts->len; h++)
+    nentries += ((const TwedHost *) g_ptr_array_index (hosts, h))->domains->len;
+  g_ptr_array_unref (plan->entries);
+  plan->entries = g_ptr_array_new_full (nentries, (GDestroyNotify) entry_free);
   for (guint h = 0; h < hosts->len; h++)
     {
       const TwedHost *host = g_ptr_array_index (hosts, h);
@@ -351,12 +365,22 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
       ph->support = host->support;
       ph->ndomains = host->domains->len;
       g_ptr_array_add (plan->hosts, ph);
+    }
+  /* Sorted by host, then domain: hosts by name, each host's entries
+   * among themselves (a sort of the whole fleet's entries compared
+   * host names most of the time). */
+  g_ptr_array_sort (by_name, cmp_host_name);
+  for (guint h = 0; h < by_name->len; h++)
+    {
+      const TwedHost *host = g_ptr_array_index (by_name, h);
+      guint first = plan->entries->len;
+
       if (!host->reachable)
         continue;
       for (guint d = 0; d < host->domains->len; d++)
         g_ptr_array_add (plan->entries, plan_domain (host, g_ptr_array_index (host->domains, d), set));
+      qsort (plan->entries->pdata + first, plan->entries->len - first, sizeof (gpointer), cmp_entry_domain);
     }
-  g_ptr_array_sort (plan->entries, cmp_entry);
   {
     g_autoptr(TwedBudget) budget = twed_budget_new (opts ? opts->max_changes_global : 0);
 

@@ -3,6 +3,8 @@
 
 #include "twed-policy.h"
 
+#include <stdio.h>
+
 G_BEGIN_DECLS
 
 typedef enum {
@@ -89,6 +91,9 @@ const char *twed_result_to_string (TwedResult result);
 
 /* Serialisers: schemas/twed-plan.schema.json and a fixed-width table. */
 char *twed_plan_to_json (const TwedPlan *plan, gboolean pretty);
+/* The same, written to @out as it is produced, with a final newline;
+ * FALSE when writing failed. */
+gboolean twed_plan_write_json (const TwedPlan *plan, gboolean pretty, FILE *out);
 char *twed_plan_to_table (const TwedPlan *plan, gboolean all);
 char *twed_plan_hosts_to_table (const TwedPlan *plan);
 

@@ -32,35 +32,42 @@ apply_entry (BackendHost *h, TwedPlanEntry *e, GError **error)
   return TRUE;
 }
 
+/* One host's changes: the plan's entries are indexed by host once, so
+ * that applying costs the same per change however many hosts the plan
+ * covers. */
 typedef struct {
-  GPtrArray *entries;
-  gboolean dry_run;
-} ApplyJob;
+  BackendHost *host;
+  GPtrArray *changes;   /* TwedPlanEntry, borrowed */
+} HostChanges;
+
+static void
+host_changes_free (HostChanges *hc)
+{
+  g_ptr_array_unref (hc->changes);
+  g_free (hc);
+}
 
 static gpointer
 apply_func (gpointer item, gpointer data)
 {
-  BackendHost *h = item;
-  ApplyJob *job = data;
+  HostChanges *hc = item;
+  BackendHost *h = hc->host;
+  gboolean dry_run = GPOINTER_TO_INT (data);
   guint failed = 0;
 
-  g_mutex_lock (&h->lock);
-  for (guint i = 0; i < job->entries->len; i++)
+  for (guint i = 0; i < hc->changes->len; i++)
     {
-      TwedPlanEntry *e = g_ptr_array_index (job->entries, i);
+      TwedPlanEntry *e = g_ptr_array_index (hc->changes, i);
       g_autoptr(GError) error = NULL;
       g_autofree char *from = NULL, *to = NULL;
 
-      if (e->action != TWED_ACTION_CHANGE || !g_str_equal (e->host, h->name))
-        continue;
-      from = twed_setting_to_string (&e->current);
-      to = twed_setting_to_string (&e->target);
-      if (job->dry_run)
+      if (dry_run)
         {
           e->result = TWED_RESULT_DRY_RUN;
           continue;
         }
-      g_mutex_unlock (&h->lock);
+      from = twed_setting_to_string (&e->current);
+      to = twed_setting_to_string (&e->target);
       if (apply_entry (h, e, &error))
         {
           e->result = TWED_RESULT_APPLIED;
@@ -74,36 +81,45 @@ apply_func (gpointer item, gpointer data)
           twed_log_domain (G_LOG_LEVEL_WARNING, h->name, e->domain, "change %s -> %s failed: %s",
                            from, to, error->message);
         }
-      g_mutex_lock (&h->lock);
     }
-  g_mutex_unlock (&h->lock);
   return GUINT_TO_POINTER (failed);
 }
 
 guint
 twed_backend_apply (TwedBackend *b, TwedPlan *plan, gboolean dry_run)
 {
-  g_autoptr(GPtrArray) todo = g_ptr_array_new ();
+  g_autoptr(GHashTable) by_name = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(GPtrArray) todo = g_ptr_array_new_with_free_func ((GDestroyNotify) host_changes_free);
   g_autofree gpointer *results = NULL;
-  ApplyJob job = { plan->entries, dry_run };
   guint failed = 0;
 
   for (guint i = 0; i < b->hosts->len; i++)
     {
       BackendHost *h = g_ptr_array_index (b->hosts, i);
+      HostChanges *hc = g_new0 (HostChanges, 1);
 
-      for (guint j = 0; j < plan->entries->len; j++)
-        {
-          TwedPlanEntry *e = g_ptr_array_index (plan->entries, j);
-
-          if (e->action == TWED_ACTION_CHANGE && g_str_equal (e->host, h->name))
-            {
-              g_ptr_array_add (todo, h);
-              break;
-            }
-        }
+      hc->host = h;
+      hc->changes = g_ptr_array_new ();
+      g_hash_table_insert (by_name, h->name, hc);
     }
-  results = backend_fan_out (todo, b->opts.threads, apply_func, &job);
+  for (guint j = 0; j < plan->entries->len; j++)
+    {
+      TwedPlanEntry *e = g_ptr_array_index (plan->entries, j);
+      HostChanges *hc;
+
+      if (e->action == TWED_ACTION_CHANGE && (hc = g_hash_table_lookup (by_name, e->host)))
+        g_ptr_array_add (hc->changes, e);
+    }
+  for (guint i = 0; i < b->hosts->len; i++)
+    {
+      HostChanges *hc = g_hash_table_lookup (by_name, ((BackendHost *) g_ptr_array_index (b->hosts, i))->name);
+
+      if (hc->changes->len)
+        g_ptr_array_add (todo, hc);
+      else
+        host_changes_free (hc);
+    }
+  results = backend_fan_out (todo, b->opts.threads, apply_func, GINT_TO_POINTER (dry_run));
   for (guint i = 0; i < todo->len; i++)
     failed += GPOINTER_TO_UINT (results[i]);
   return failed;
