@@ -59,8 +59,10 @@ struct _TwedEngine {
   GHashTable *wanted;           /* host -> GINT (from an event): due next */
   GHashTable *debounce;         /* host -> GSource: event pass soon */
   GHashTable *retry;            /* host -> GSource: reconnect or re-read */
-  GHashTable *plans;            /* host -> TwedPlan of its last pass */
-  TwedPlan *view;               /* every host's plan, borrowed; NULL = stale */
+  TwedPlanStore *plans;         /* every host's plan of its last pass */
+  gint64 started;               /* monotonic usec */
+  gint64 last_success;          /* monotonic usec a pass last read and planned its host */
+  gint64 last_pass_end;         /* monotonic usec any pass last ended */
   TwedBudget *budget;           /* changes granted in this interval */
   TwedCounters counters;
   guint event_cycles;
@@ -92,6 +94,7 @@ typedef struct {
 } PassJob;
 
 static void request_pass (TwedEngine *e, const char *host, gboolean from_event);
+static gboolean health_func (char **text, gpointer data);
 static void start_pass (TwedEngine *e, const char *host, gboolean from_event);
 static void size_pool (TwedEngine *e);
 
@@ -139,52 +142,10 @@ attach_timeout (TwedEngine *e, guint ms, GSourceFunc func, gpointer data, GDestr
   return src;
 }
 
-static int
-cmp_str (gconstpointer a, gconstpointer b)
-{
-  return strcmp (*(const char *const *) a, *(const char *const *) b);
-}
-
-/* Every host's last plan in one, borrowing their hosts and entries
- * (arrays without free functions: twed_plan_free releases the view
- * alone), sorted by host as twed_plan_build sorts. */
-static const TwedPlan *
-plan_view (TwedEngine *e)
-{
-  g_autoptr(GPtrArray) names = g_ptr_array_new ();
-  GHashTableIter it;
-  gpointer key;
-
-  if (e->view)
-    return e->view;
-  g_hash_table_iter_init (&it, e->plans);
-  while (g_hash_table_iter_next (&it, &key, NULL))
-    g_ptr_array_add (names, key);
-  g_ptr_array_sort (names, cmp_str);
-  e->view = g_new0 (TwedPlan, 1);
-  e->view->generated = g_strdup ("");
-  e->view->hosts = g_ptr_array_new ();
-  e->view->entries = g_ptr_array_new ();
-  for (guint i = 0; i < names->len; i++)
-    {
-      const TwedPlan *p = g_hash_table_lookup (e->plans, g_ptr_array_index (names, i));
-
-      g_ptr_array_extend (e->view->hosts, p->hosts, NULL, NULL);
-      g_ptr_array_extend (e->view->entries, p->entries, NULL, NULL);
-    }
-  return e->view;
-}
-
-static void
-plans_changed (TwedEngine *e)
-{
-  g_clear_pointer (&e->view, twed_plan_free);
-}
-
 static void
 render_metrics (TwedEngine *e)
 {
-  g_autofree char *text = twed_metrics_render (plan_view (e), &e->counters);
+  g_autofree char *text = twed_metrics_render (e->plans, &e->counters, e->config->metrics_per_vm);
   g_autoptr(GError) error = NULL;
 
   e->rendered_at = g_get_monotonic_time ();
@@ -375,6 +336,7 @@ finish_pass (TwedEngine *e, PassJob *job)
       return;
     }
   e->counters.cycles++;
+  e->last_pass_end = g_get_monotonic_time ();
   e->counters.cycle_seconds = (double) (g_get_monotonic_time () - job->start) / G_USEC_PER_SEC;
   if (job->from_event)
     e->event_cycles++;
@@ -390,11 +352,13 @@ finish_pass (TwedEngine *e, PassJob *job)
               e->counters.cycles, job->host, job->plan->entries->len, job->changes,
               twed_plan_count (job->plan, TWED_ACTION_DEFER),
               twed_plan_unreachable (job->plan) ? "unreachable" : "reachable");
-      if (job->backend == e->backend)
+      if (!twed_plan_unreachable (job->plan))
         {
-          g_hash_table_replace (e->plans, g_strdup (job->host), g_steal_pointer (&job->plan));
-          plans_changed (e);
+          e->last_success = e->last_pass_end;
+          e->counters.last_success_at = g_get_real_time () / G_USEC_PER_SEC;
         }
+      if (job->backend == e->backend)
+        twed_plan_store_replace (e->plans, job->host, g_steal_pointer (&job->plan));
     }
   twed_backend_counters (e->backend, &e->counters.libvirt_reads, &e->counters.libvirt_writes);
   if (job->backend == e->backend)
@@ -572,16 +536,7 @@ event_notice_free (gpointer p)
 static void
 mark_host_down (TwedEngine *e, const char *host)
 {
-  TwedPlan *plan = g_hash_table_lookup (e->plans, host);
-  TwedPlanHost *h;
-
-  if (!plan || !plan->hosts->len || !(h = g_ptr_array_index (plan->hosts, 0))->reachable)
-    return;
-  h->reachable = FALSE;
-  g_free (h->error);
-  h->error = g_strdup ("connection lost, reconnecting");
-  g_ptr_array_set_size (plan->entries, 0);
-  plans_changed (e);
+  twed_plan_store_mark_down (e->plans, host, "connection lost, reconnecting");
   render_soon (e);
 }
 
@@ -726,8 +681,10 @@ setup_backend (TwedEngine *e)
 }
 
 static gboolean
-configured (const TwedConfig *c, const char *host)
+configured (const char *host, gpointer data)
 {
+  const TwedConfig *c = data;
+
   for (guint i = 0; i < c->hosts->len; i++)
     if (g_str_equal (((TwedHostSpec *) g_ptr_array_index (c->hosts, i))->name, host))
       return TRUE;
@@ -739,7 +696,7 @@ configured (const TwedConfig *c, const char *host)
 static void
 forget_removed_hosts (TwedEngine *e)
 {
-  GHashTable *tables[] = { e->plans, e->retry, e->debounce, e->wanted };
+  GHashTable *tables[] = { e->retry, e->debounce, e->wanted };
 
   for (guint t = 0; t < G_N_ELEMENTS (tables); t++)
     {
@@ -748,10 +705,10 @@ forget_removed_hosts (TwedEngine *e)
 
       g_hash_table_iter_init (&it, tables[t]);
       while (g_hash_table_iter_next (&it, &key, NULL))
-        if (!configured (e->config, key))
+        if (!configured (key, e->config))
           g_hash_table_iter_remove (&it);
     }
-  plans_changed (e);
+  twed_plan_store_retain (e->plans, configured, e->config);
 }
 
 static void
@@ -802,6 +759,8 @@ twed_engine_start (TwedEngine *e, GError **error)
   if (e->config->metrics_listen &&
       !(e->metrics_server = twed_metrics_server_new (e->config->metrics_listen, error)))
     return FALSE;
+  if (e->metrics_server)
+    twed_metrics_server_set_health (e->metrics_server, health_func, e);
   if (!twed_apply_api_available () && !e->dry_run)
     g_warning ("plan only: %s", TWED_API_MISSING_MESSAGE);
   twed_engine_reload_policies (e);
@@ -829,6 +788,8 @@ twed_engine_reload_config (TwedEngine *e, TwedConfig *config)
     {
       g_clear_pointer (&e->metrics_server, twed_metrics_server_free);
       e->metrics_server = server;
+      if (server)
+        twed_metrics_server_set_health (server, health_func, e);
     }
   /* Unchanged hosts keep their connections and cached definitions. */
   keep_backend = same_backend (e->config, config);
@@ -865,7 +826,8 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->wanted = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   e->debounce = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, destroy_source);
   e->retry = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, destroy_source);
-  e->plans = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) twed_plan_free);
+  e->plans = twed_plan_store_new ();
+  e->started = g_get_monotonic_time ();
   e->budget = twed_budget_new (config->max_changes);
   e->pool = g_thread_pool_new_full (pass_thread, NULL, (GDestroyNotify) pass_job_free,
                                     (int) MAX (config->threads, 1u), FALSE, NULL);
@@ -894,8 +856,7 @@ twed_engine_free (TwedEngine *e)
   g_clear_object (&e->monitor);
   twed_backend_unref_elsewhere (e->backend);
   g_clear_pointer (&e->policies, twed_policy_set_unref);
-  plans_changed (e);
-  g_hash_table_unref (e->plans);
+  twed_plan_store_free (e->plans);
   twed_budget_free (e->budget);
   twed_metrics_server_free (e->metrics_server);
   twed_config_free (e->config);
@@ -911,6 +872,59 @@ twed_engine_idle (TwedEngine *e)
          g_hash_table_size (e->wanted) == 0 && !e->first_pass;
 }
 
+/* Since when nothing has gone right: the last pass that read its host
+ * and planned it, or the start. */
+static gint64
+since_success (TwedEngine *e)
+{
+  return g_get_monotonic_time () - MAX (e->last_success, e->started);
+}
+
+gboolean
+twed_engine_healthy (TwedEngine *e, char **text)
+{
+  gint64 limit = (gint64) e->config->health_intervals * e->config->interval * G_USEC_PER_SEC;
+  gint64 since = since_success (e);
+  gboolean ok = since <= limit;
+
+  if (text)
+    *text = g_strdup_printf ("%s: %s %.0f s ago (limit %u interval(s), %u s)\n", ok ? "ok" : "unhealthy",
+                             e->last_success ? "a pass last read and planned its host" : "started, no pass has succeeded yet;",
+                             (double) since / G_USEC_PER_SEC, e->config->health_intervals,
+                             e->config->health_intervals * e->config->interval);
+  return ok;
+}
+
+gboolean
+twed_engine_progressing (TwedEngine *e)
+{
+  /* Passes end at least once an interval (the timer starts one per
+   * host), and one stuck on a silent host gives up within the connect
+   * timeout: two intervals and that margin without any pass ending
+   * means the engine is wedged. */
+  gint64 limit = ((gint64) 2 * e->config->interval + 2 * STUCK_AFTER_S) * G_USEC_PER_SEC;
+
+  return g_get_monotonic_time () - MAX (e->last_pass_end, e->started) <= limit;
+}
+
+char *
+twed_engine_status (TwedEngine *e)
+{
+  const TwedPlanSummary *sum = twed_plan_store_summary (e->plans);
+
+  return g_strdup_printf ("%u/%u host(s) up, %u VM(s), %u change(s) pending, %u deferred; "
+                          "%" G_GUINT64_FORMAT " applied, %" G_GUINT64_FORMAT " failed since start%s",
+                          sum->hosts_up, e->config->hosts->len, sum->vms, sum->actions[TWED_ACTION_CHANGE],
+                          sum->actions[TWED_ACTION_DEFER], e->counters.changes_applied,
+                          e->counters.changes_failed, e->dry_run ? " (dry run)" : "");
+}
+
+static gboolean
+health_func (char **text, gpointer data)
+{
+  return twed_engine_healthy (data, text);
+}
+
 TwedBackend *
 twed_engine_get_backend (TwedEngine *e)
 {
@@ -920,7 +934,7 @@ twed_engine_get_backend (TwedEngine *e)
 const TwedPlan *
 twed_engine_get_last_plan (TwedEngine *e)
 {
-  return plan_view (e);
+  return twed_plan_store_view (e->plans);
 }
 
 const TwedCounters *

@@ -19,6 +19,8 @@ typedef struct {
   char **connect;
   int interval;
   char *textfile;
+  guint64 watchdog_usec;    /* WATCHDOG_USEC, 0 = no watchdog */
+  gboolean wedged_logged;
 } Daemon;
 
 static void
@@ -29,6 +31,50 @@ notify (const char *state)
 #else
   (void) state;
 #endif
+}
+
+/* Runs on the main loop, so a blocked main loop stops the pets as well
+ * as passes that no longer end do. */
+static gboolean
+on_status_tick (gpointer data)
+{
+  Daemon *d = data;
+  g_autofree char *status = twed_engine_status (d->engine);
+  g_autofree char *line = g_strdup_printf ("STATUS=%s", status);
+
+  notify (line);
+  if (!d->watchdog_usec)
+    return G_SOURCE_CONTINUE;
+  if (twed_engine_progressing (d->engine))
+    {
+      notify ("WATCHDOG=1");
+      d->wedged_logged = FALSE;
+    }
+  else if (!d->wedged_logged)
+    {
+      g_warning ("no pass has ended for two intervals: not petting the watchdog");
+      d->wedged_logged = TRUE;
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+setup_watchdog (Daemon *d)
+{
+  guint period_ms = 10000;
+
+#if HAVE_LIBSYSTEMD
+  uint64_t usec = 0;
+
+  if (sd_watchdog_enabled (0, &usec) > 0 && usec > 0)
+    {
+      d->watchdog_usec = usec;
+      /* Twice per period, as sd_watchdog_enabled(3) advises. */
+      period_ms = (guint) MAX (usec / 2000, 1);
+      g_message ("systemd watchdog: %" G_GUINT64_FORMAT " ms", (guint64) (usec / 1000));
+    }
+#endif
+  g_timeout_add (MIN (period_ms, 10000u), on_status_tick, d);
 }
 
 static gboolean
@@ -170,6 +216,7 @@ main (int argc, char **argv)
   g_unix_signal_add (SIGINT, on_sigterm, &d);
   g_message ("started (version %s)", PACKAGE_VERSION);
   notify ("READY=1");
+  setup_watchdog (&d);
   g_main_loop_run (d.loop);
 
 out:

@@ -37,6 +37,7 @@ twed_config_new (void)
   c->keepalive_interval = 5;
   c->keepalive_count = 3;
   c->reconnect_max = 60;
+  c->health_intervals = 3;
   return c;
 }
 
@@ -222,7 +223,7 @@ check_keys (GKeyFile *kf, GError **error)
                                            "max_changes_per_cycle", "threads", NULL };
   static const char *const libvirt_keys[] = { "keepalive_interval", "keepalive_count",
                                               "reconnect_max", NULL };
-  static const char *const metrics_keys[] = { "textfile", "listen", NULL };
+  static const char *const metrics_keys[] = { "textfile", "listen", "per_vm", "health_intervals", NULL };
   g_auto(GStrv) groups = g_key_file_get_groups (kf, NULL);
 
   for (guint i = 0; groups[i]; i++)
@@ -298,6 +299,15 @@ parse_keyfile (TwedConfig *c, GKeyFile *kf, GError **error)
           return FALSE;
         }
     }
+  if (g_key_file_has_key (kf, "metrics", "per_vm", NULL))
+    {
+      c->metrics_per_vm = g_key_file_get_boolean (kf, "metrics", "per_vm", &local);
+      if (local)
+        {
+          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "[metrics] per_vm: want true or false");
+          return FALSE;
+        }
+    }
   g_clear_pointer (&s, g_free);
   if ((s = get_string (kf, "metrics", "textfile")))
     c->metrics_textfile = g_steal_pointer (&s);
@@ -308,7 +318,8 @@ parse_keyfile (TwedConfig *c, GKeyFile *kf, GError **error)
          get_uint (kf, "twed", "threads", 1, 256, &c->threads, error) &&
          get_uint (kf, "libvirt", "keepalive_interval", 0, 3600, &c->keepalive_interval, error) &&
          get_uint (kf, "libvirt", "keepalive_count", 1, 100, &c->keepalive_count, error) &&
-         get_uint (kf, "libvirt", "reconnect_max", 1, 3600, &c->reconnect_max, error);
+         get_uint (kf, "libvirt", "reconnect_max", 1, 3600, &c->reconnect_max, error) &&
+         get_uint (kf, "metrics", "health_intervals", 1, 1000, &c->health_intervals, error);
 }
 
 TwedConfig *

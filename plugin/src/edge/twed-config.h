@@ -23,6 +23,8 @@ typedef struct {
   guint reconnect_max;
   char *metrics_textfile;   /* NULL = none */
   char *metrics_listen;     /* "ADDR:PORT", NULL = none */
+  gboolean metrics_per_vm;  /* per-VM families besides the fleet's */
+  guint health_intervals;   /* /healthz: a pass succeeded within these */
 } TwedConfig;
 
 #define TWED_DEFAULT_CONFIG SYSCONFDIR "/twed/twed.conf"
