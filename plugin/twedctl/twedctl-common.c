@@ -97,26 +97,11 @@ twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean need_policies, gboole
   if (ctl->connect || ctl->hosts_file)
     g_ptr_array_set_size (ctl->config->hosts, 0);
   for (guint i = 0; ctl->connect && ctl->connect[i]; i++)
-    {
-      const char *item = ctl->connect[i];
-      const char *eq = strchr (item, '=');
-      const char *colon = strchr (item, ':');
-      gboolean ok;
-
-      if (eq && (!colon || eq < colon))
-        {
-          g_autofree char *host = g_strndup (item, eq - item);
-
-          ok = twed_config_add_host (ctl->config, host, eq + 1, &error);
-        }
-      else
-        ok = twed_config_add_host (ctl->config, NULL, item, &error);
-      if (!ok)
-        {
-          g_prefix_error (&error, "--connect: ");
-          goto usage;
-        }
-    }
+    if (!twed_config_add_host_item (ctl->config, ctl->connect[i], &error))
+      {
+        g_prefix_error (&error, "--connect: ");
+        goto usage;
+      }
   if (ctl->hosts_file && !twed_config_load_hosts_file (ctl->config, ctl->hosts_file, &error))
     goto usage;
   if (need_hosts && ctl->config->hosts->len == 0)

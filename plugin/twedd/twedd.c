@@ -89,17 +89,11 @@ apply_overrides (Daemon *d, TwedConfig *config, GError **error)
     {
       g_ptr_array_set_size (config->hosts, 0);
       for (guint i = 0; d->connect[i]; i++)
-        {
-          const char *eq = strchr (d->connect[i], '=');
-          const char *colon = strchr (d->connect[i], ':');
-          g_autofree char *name = eq && (!colon || eq < colon) ? g_strndup (d->connect[i], eq - d->connect[i]) : NULL;
-
-          if (!twed_config_add_host (config, name, name ? eq + 1 : d->connect[i], error))
-            {
-              g_prefix_error (error, "--connect: ");
-              return FALSE;
-            }
-        }
+        if (!twed_config_add_host_item (config, d->connect[i], error))
+          {
+            g_prefix_error (error, "--connect: ");
+            return FALSE;
+          }
     }
   if (d->interval)
     {

@@ -132,8 +132,8 @@ twed_config_add_host (TwedConfig *config, const char *name, const char *uri, GEr
 }
 
 /* "NAME=URI" or "URI"; '=' cannot start a URI so it is unambiguous. */
-static gboolean
-add_host_item (TwedConfig *config, const char *item, GError **error)
+gboolean
+twed_config_add_host_item (TwedConfig *config, const char *item, GError **error)
 {
   const char *eq = strchr (item, '=');
   const char *colon = strchr (item, ':');
@@ -178,7 +178,7 @@ twed_config_load_hosts_file (TwedConfig *config, const char *path, GError **erro
           if (*words[j])
             g_ptr_array_add (w, words[j]);
         if (w->len == 1)
-          ok = add_host_item (config, g_ptr_array_index (w, 0), error);
+          ok = twed_config_add_host_item (config, g_ptr_array_index (w, 0), error);
         else if (w->len == 2)
           ok = twed_config_add_host (config, g_ptr_array_index (w, 0), g_ptr_array_index (w, 1), error);
         else
@@ -282,7 +282,7 @@ parse_keyfile (TwedConfig *c, GKeyFile *kf, GError **error)
     for (guint i = 0; hosts[i]; i++)
       {
         g_strstrip (hosts[i]);
-        if (*hosts[i] && !add_host_item (c, hosts[i], error))
+        if (*hosts[i] && !twed_config_add_host_item (c, hosts[i], error))
           {
             g_prefix_error (error, "[twed] hosts: ");
             return FALSE;

@@ -38,6 +38,9 @@ TwedConfig   *twed_config_load (const char *path, GError **error);
 gboolean      twed_config_load_hosts_file (TwedConfig *config, const char *path, GError **error);
 gboolean      twed_config_add_host (TwedConfig *config, const char *name, const char *uri,
                                     GError **error);
+/* "NAME=URI" or "URI" (the name then derived from the URI): the form of
+ * [twed] hosts, hosts files and --connect. */
+gboolean      twed_config_add_host_item (TwedConfig *config, const char *item, GError **error);
 TwedHostSpec *twed_host_spec_new (const char *name, const char *uri);
 void          twed_host_spec_free (TwedHostSpec *spec);
 /* Checks a libvirt URI's shape and derives a short host name. */
