@@ -133,7 +133,14 @@ twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean need_policies, gboole
   if (!ctl->policies)
     goto usage;
 
-  twed_libvirt_init (FALSE);
+  /* With libvirt's event loop running (on a thread: twedctl has no
+   * main loop), remote connections get keepalive, the timeout of every
+   * call. */
+  twed_libvirt_init (TRUE);
+  twed_libvirt_run_events ();
+  bo.keepalive_interval = ctl->config->keepalive_interval;
+  bo.keepalive_count = ctl->config->keepalive_count;
+  bo.connect_timeout = ctl->config->connect_timeout;
   bo.threads = ctl->threads ? (guint) ctl->threads : ctl->config->threads;
   /* Commands that only read still open read-write when they may: libvirt
    * gives domain capabilities (TWED support) to writers only, and a plan

@@ -646,7 +646,7 @@ same_backend (const TwedConfig *a, const TwedConfig *b)
 {
   if (a->hosts->len != b->hosts->len || a->threads != b->threads ||
       a->keepalive_interval != b->keepalive_interval || a->keepalive_count != b->keepalive_count ||
-      a->reconnect_max != b->reconnect_max)
+      a->reconnect_max != b->reconnect_max || a->connect_timeout != b->connect_timeout)
     return FALSE;
   for (guint i = 0; i < a->hosts->len; i++)
     {
@@ -668,6 +668,7 @@ setup_backend (TwedEngine *e)
     .keepalive_interval = e->config->keepalive_interval,
     .keepalive_count = e->config->keepalive_count,
     .reconnect_max = e->config->reconnect_max,
+    .connect_timeout = e->config->connect_timeout,
   };
 
   /* Passes still running keep the old backend until they end; their

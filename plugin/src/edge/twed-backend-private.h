@@ -21,6 +21,23 @@ typedef struct {
   TwedBackend *source;      /* identity only, never dereferenced */
 } BackendNotifier;          /* atomic rc box */
 
+/* A virConnectOpen running on a thread of its own, so that the caller
+ * can stop waiting for it: libvirt has no connect timeout, and a host
+ * that accepts the TCP connection and never answers holds the open
+ * forever.  Shared by the thread and the host that started it. */
+typedef struct {
+  char *uri;
+  gboolean readonly;
+  gboolean readonly_fallback;
+  GMutex lock;
+  GCond cond;
+  gboolean done;
+  gboolean abandoned;       /* the host gave up: the thread closes what it got */
+  virConnectPtr conn;
+  char *error;
+  int code;                 /* virErrorNumber of the failure */
+} OpenAttempt;              /* atomic rc box */
+
 /* Reference counted: libvirt holds a reference for each callback it may
  * still run (events, close), released when it drops the callback. */
 typedef struct {
@@ -42,6 +59,7 @@ typedef struct {
   int cb_lifecycle;
   int cb_tunable;
   int cb_metadata;
+  OpenAttempt *pending_open; /* an open given up on that has not returned */
   guint backoff;          /* seconds of the last wait, doubled per failure */
   gint64 retry_at;        /* monotonic usec of the next attempt, 0 = none due */
   char *last_error;

@@ -65,6 +65,8 @@ notifier_unref (BackendNotifier *n)
     g_atomic_rc_box_release_full (n, notifier_clear);
 }
 
+static void open_attempt_unref (OpenAttempt *a);
+
 static BackendHost *
 host_ref (BackendHost *h)
 {
@@ -79,6 +81,7 @@ host_unref (gpointer p)
 
   if (!g_atomic_int_dec_and_test (&h->ref))
     return;
+  g_clear_pointer (&h->pending_open, open_attempt_unref);
   g_mutex_clear (&h->lock);
   g_hash_table_unref (h->cache);
   g_hash_table_unref (h->dirty);
@@ -223,13 +226,139 @@ backend_schedule_retry (BackendHost *h)
   h->retry_at = g_get_monotonic_time () + (gint64) delay;
 }
 
+static void
+open_attempt_clear (gpointer p)
+{
+  OpenAttempt *a = p;
+
+  if (a->conn)
+    virConnectClose (a->conn);
+  g_free (a->uri);
+  g_free (a->error);
+  g_mutex_clear (&a->lock);
+  g_cond_clear (&a->cond);
+}
+
+static void
+open_attempt_unref (OpenAttempt *a)
+{
+  g_atomic_rc_box_release_full (a, open_attempt_clear);
+}
+
+static gpointer
+open_thread (gpointer data)
+{
+  OpenAttempt *a = data;
+  virConnectPtr conn = a->readonly ? virConnectOpenReadOnly (a->uri) : virConnectOpen (a->uri);
+  g_autofree char *error = NULL;
+  int code = VIR_ERR_OK;
+
+  if (!conn && !a->readonly && a->readonly_fallback)
+    {
+      /* Read-only access still plans; TWED support then stays unknown,
+       * because libvirt gives domain capabilities to writers only. */
+      virResetLastError ();
+      conn = virConnectOpenReadOnly (a->uri);
+    }
+  if (!conn)
+    {
+      /* libvirt's last error is per thread: carry it over. */
+      const char *msg = virGetLastErrorMessage ();
+
+      code = virGetLastErrorCode ();
+      error = g_strdup (msg && *msg ? msg : "unknown libvirt error");
+      virResetLastError ();
+    }
+  g_mutex_lock (&a->lock);
+  a->done = TRUE;
+  a->conn = conn;
+  a->error = g_steal_pointer (&error);
+  a->code = code;
+  g_cond_signal (&a->cond);
+  g_mutex_unlock (&a->lock);
+  /* Abandoned: the last reference closes the connection that came late. */
+  open_attempt_unref (a);
+  return NULL;
+}
+
+/* virConnectOpen within the connect timeout: on a thread, waited for
+ * until the deadline, then left to finish on its own.  A host keeps at
+ * most one such open: while it has not returned, the next attempt
+ * fails at once instead of starting another thread. */
+static virConnectPtr
+open_bounded (BackendHost *h, GError **error)
+{
+  const TwedBackendOptions *o = &h->backend->opts;
+  guint timeout = o->connect_timeout ? o->connect_timeout : 30;
+  gint64 deadline = g_get_monotonic_time () + (gint64) timeout * G_USEC_PER_SEC;
+  g_autoptr(GError) thread_error = NULL;
+  OpenAttempt *a;
+  GThread *thread;
+  virConnectPtr conn = NULL;
+
+  if ((a = h->pending_open))
+    {
+      gboolean done;
+
+      g_mutex_lock (&a->lock);
+      done = a->done;
+      g_mutex_unlock (&a->lock);
+      if (!done)
+        {
+          g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED,
+                       "cannot connect: the open given up on after %u s has still not returned", timeout);
+          return NULL;
+        }
+      g_clear_pointer (&h->pending_open, open_attempt_unref);
+    }
+
+  a = g_atomic_rc_box_new0 (OpenAttempt);
+  a->uri = g_strdup (h->uri);
+  a->readonly = o->readonly;
+  a->readonly_fallback = o->readonly_fallback;
+  g_mutex_init (&a->lock);
+  g_cond_init (&a->cond);
+  if (!(thread = g_thread_try_new ("twed-open", open_thread, g_atomic_rc_box_acquire (a), &thread_error)))
+    {
+      open_attempt_unref (a);
+      open_attempt_unref (a);
+      g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "cannot connect: %s", thread_error->message);
+      return NULL;
+    }
+  g_thread_unref (thread);
+
+  g_mutex_lock (&a->lock);
+  while (!a->done)
+    if (!g_cond_wait_until (&a->cond, &a->lock, deadline))
+      break;
+  if (a->done)
+    {
+      conn = g_steal_pointer (&a->conn);
+      if (!conn)
+        g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "cannot connect: %s (libvirt error %d)",
+                     a->error, a->code);
+    }
+  else
+    {
+      a->abandoned = TRUE;
+      g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED,
+                   "cannot connect: no answer within connect_timeout %u s", timeout);
+    }
+  g_mutex_unlock (&a->lock);
+  if (conn || a->done)
+    open_attempt_unref (a);
+  else
+    h->pending_open = a;
+  return conn;
+}
+
 gboolean
 backend_connect_locked (BackendHost *h, GError **error)
 {
   const TwedBackendOptions *o = &h->backend->opts;
   gint64 now = g_get_monotonic_time ();
+  g_autoptr(GError) local = NULL;
   const char *type;
-
   gboolean lost;
 
   g_mutex_lock (&h->dirty_lock);
@@ -246,19 +375,8 @@ backend_connect_locked (BackendHost *h, GError **error)
                    (h->retry_at - now) / G_USEC_PER_SEC + 1);
       return FALSE;
     }
-  h->conn = o->readonly ? virConnectOpenReadOnly (h->uri) : virConnectOpen (h->uri);
-  if (!h->conn && !o->readonly && o->readonly_fallback)
+  if (!(h->conn = open_bounded (h, &local)))
     {
-      /* Read-only access still plans; TWED support then stays unknown,
-       * because libvirt gives domain capabilities to writers only. */
-      virResetLastError ();
-      h->conn = virConnectOpenReadOnly (h->uri);
-    }
-  if (!h->conn)
-    {
-      g_autoptr(GError) local = NULL;
-
-      twed_set_libvirt_error (&local, "cannot connect");
       backend_schedule_retry (h);
       g_free (h->last_error);
       h->last_error = g_strdup (local->message);
@@ -268,16 +386,18 @@ backend_connect_locked (BackendHost *h, GError **error)
   /* The backoff is reset by a successful read, not by a connection
    * that then fails every call. */
   g_clear_pointer (&h->last_error, g_free);
+  /* Every call's timeout: libvirt has none of its own, but a remote
+   * connection whose peer misses keepalive_count replies is closed and
+   * its calls fail.  Remote drivers only (local ones report
+   * "unsupported"), and only with libvirt's event loop running. */
+  if (o->keepalive_interval &&
+      virConnectSetKeepAlive (h->conn, (int) o->keepalive_interval, o->keepalive_count) < 0)
+    virResetLastError ();
   type = virConnectGetType (h->conn);
   h->is_test = type && g_ascii_strcasecmp (type, "TEST") == 0;
   h->support = probe_support (h);
-
   if (o->events)
     {
-      /* Remote drivers only; local ones report "unsupported", fine. */
-      if (o->keepalive_interval &&
-          virConnectSetKeepAlive (h->conn, (int) o->keepalive_interval, o->keepalive_count) < 0)
-        virResetLastError ();
       if (!h->notifier && h->backend->notifier)
         h->notifier = g_atomic_rc_box_acquire (h->backend->notifier);
       /* Unregistering waits for a close callback that is running (both
@@ -658,6 +778,8 @@ twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
   b->opts = *opts;
   if (!b->opts.reconnect_max)
     b->opts.reconnect_max = 60;
+  if (!b->opts.connect_timeout)
+    b->opts.connect_timeout = 30;
   b->hosts = g_ptr_array_new ();
   for (guint i = 0; i < specs->len; i++)
     {

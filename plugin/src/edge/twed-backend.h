@@ -23,6 +23,7 @@ typedef struct {
   guint keepalive_interval; /* seconds, 0 = off */
   guint keepalive_count;
   guint reconnect_max;      /* backoff ceiling, seconds */
+  guint connect_timeout;    /* seconds an open may take, 0 = 30 */
 } TwedBackendOptions;
 
 TwedBackend *twed_backend_new (GPtrArray *specs /* TwedHostSpec */, const TwedBackendOptions *opts);

@@ -36,6 +36,27 @@ twed_libvirt_init (gboolean events)
     }
 }
 
+static gpointer
+event_thread (gpointer data G_GNUC_UNUSED)
+{
+  for (;;)
+    if (virEventRunDefaultImpl () < 0)
+      virResetLastError ();
+  return NULL;
+}
+
+void
+twed_libvirt_run_events (void)
+{
+  static gsize done = 0;
+
+  if (g_once_init_enter (&done))
+    {
+      g_thread_unref (g_thread_new ("twed-events", event_thread, NULL));
+      g_once_init_leave (&done, 1);
+    }
+}
+
 void
 twed_set_libvirt_error (GError **error, const char *what)
 {

@@ -17,6 +17,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (virConnect, virConnectClose)
  * GMainLoop) and keeps every blocking libvirt call off it. */
 void twed_libvirt_init (gboolean events);
 
+/* For programs without a main loop: a thread that runs libvirt's event
+ * loop (GLib's default main context) for the rest of the process. */
+void twed_libvirt_run_events (void);
+
 /* Sets @error from libvirt's thread-local last error. */
 void twed_set_libvirt_error (GError **error, const char *what);
 
