@@ -65,6 +65,7 @@ bench_host (guint h, GRand *rand)
   TwedHost *host = twed_host_new (name, NULL);
 
   host->reachable = TRUE;
+  host->support = TWED_SUPPORT_YES;
   host->ncpus = PCPUS;
   for (guint v = 0; v < VMS_PER_HOST; v++)
     {

@@ -4,6 +4,7 @@
  * vCPUs and pinning libvirt reports live, and the plan leaves it alone
  * and says why. */
 #include "config.h"
+#include "twed-domcaps.h"
 #include "twed-backend.h"
 #include "twed-libvirt.h"
 #include "twed-log.h"
@@ -100,6 +101,35 @@ test_unparsable_counted (void)
   g_rmdir (dir);
 }
 
+static void
+test_domcaps_support (void)
+{
+  static const struct { const char *xml; TwedSupport want; const char *why; } cases[] = {
+    { "<domainCapabilities><features><twed supported='yes'><enum name='mode'><value>off</value>"
+      "</enum></twed></features></domainCapabilities>", TWED_SUPPORT_YES, NULL },
+    { "<domainCapabilities><features><gic supported='yes'/><twed supported='no'/></features>"
+      "</domainCapabilities>", TWED_SUPPORT_NO, NULL },
+    /* x86, or a libvirt without the series: no element at all */
+    { "<domainCapabilities><arch>x86_64</arch><features><sev supported='no'/></features>"
+      "</domainCapabilities>", TWED_SUPPORT_UNKNOWN, "do not mention TWED" },
+    /* not where the contract puts it */
+    { "<domainCapabilities><devices><twed supported='yes'/></devices></domainCapabilities>",
+      TWED_SUPPORT_UNKNOWN, "do not mention TWED" },
+    { "<domainCapabilities><features><twed supported='yes'>", TWED_SUPPORT_UNKNOWN, "do not parse" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *why = NULL;
+
+      g_assert_cmpint (twed_domcaps_twed_support (cases[i].xml, &why), ==, cases[i].want);
+      if (cases[i].why)
+        g_assert_nonnull (strstr (why, cases[i].why));
+      else
+        g_assert_null (why);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -107,5 +137,6 @@ main (int argc, char **argv)
   twed_log_init (g_getenv ("TWED_TEST_VERBOSE") ? TWED_LOG_DEBUG : TWED_LOG_QUIET);
   twed_libvirt_init (FALSE);
   g_test_add_func ("/inventory/unparsable-counted", test_unparsable_counted);
+  g_test_add_func ("/inventory/domcaps-support", test_domcaps_support);
   return g_test_run ();
 }

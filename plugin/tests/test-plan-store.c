@@ -14,6 +14,7 @@ one_host_plan (const char *name, guint nvms, guint vcpus, gboolean reachable)
   TwedHost *h = twed_host_new (name, "test:///x");
 
   h->reachable = reachable;
+  h->support = TWED_SUPPORT_YES;
   h->ncpus = 4;
   for (guint i = 0; i < nvms; i++)
     {

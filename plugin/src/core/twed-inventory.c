@@ -148,6 +148,7 @@ twed_host_free (TwedHost *host)
     return;
   g_free (host->name);
   g_free (host->uri);
+  g_free (host->support_reason);
   g_free (host->error);
   if (host->online)
     g_array_unref (host->online);

@@ -57,6 +57,7 @@ typedef struct {
   guint ncpus;             /* pCPUs the host has (ids 0..ncpus-1) */
   GArray *online;          /* online pCPU ids, NULL = all */
   TwedSupport support;
+  char *support_reason;    /* why support is unknown, NULL = not said */
   GPtrArray *domains;      /* TwedDomain */
 
   /* Filled by twed_host_compute(). */

@@ -155,6 +155,15 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
       e->action = TWED_ACTION_SKIP;
       e->reason = g_strdup ("host reports no TWED support (domain capabilities)");
     }
+  else if (host->support == TWED_SUPPORT_UNKNOWN)
+    {
+      /* Fail closed: a change to a host that may not support TWED (an
+       * x86 host, a read-only connection) fails every cycle and, sorted
+       * by ratio, takes the budget from hosts that do. */
+      e->action = TWED_ACTION_SKIP;
+      e->reason = g_strdup_printf ("TWED support unknown (%s)",
+                                   host->support_reason ? host->support_reason : "not reported");
+    }
   else if (!dom->active && !dom->persistent)
     {
       e->action = TWED_ACTION_SKIP;

@@ -34,6 +34,7 @@ typedef struct {
   gboolean done;
   gboolean abandoned;       /* the host gave up: the thread closes what it got */
   virConnectPtr conn;
+  gboolean got_readonly;    /* conn is read-only (asked for, or the fallback) */
   char *error;
   int code;                 /* virErrorNumber of the failure */
 } OpenAttempt;              /* atomic rc box */
@@ -50,6 +51,8 @@ typedef struct {
   virConnectPtr conn;
   gboolean is_test;
   TwedSupport support;
+  char *support_reason;   /* why unknown */
+  gboolean readonly_conn;
   GHashTable *cache;      /* uuid -> CachedDomain */
   /* Event callbacks run on libvirt's event thread and must never wait
    * for a cycle in progress: they only touch these, under their lock. */

@@ -11,6 +11,7 @@
  * that dispatches libvirt's events. */
 #include "config.h"
 #include "twed-backend-private.h"
+#include "twed-domcaps.h"
 #include "twed-apply-api.h"
 #include "twed-libvirt.h"
 #include "twed-log.h"
@@ -91,6 +92,7 @@ host_unref (gpointer p)
   g_free (h->name);
   g_free (h->uri);
   g_free (h->last_error);
+  g_free (h->support_reason);
   g_free (h);
 }
 
@@ -186,22 +188,39 @@ register_event (BackendHost *h, int id, virConnectDomainEventGenericCallback cb)
 }
 
 /* <features><twed supported='yes|no'> of interfaces.md section 3. */
-static TwedSupport
+static void
 probe_support (BackendHost *h)
 {
-  g_autofree char *caps = virConnectGetDomainCapabilities (h->conn, NULL, NULL, NULL, NULL, 0);
-  const char *p;
+  g_autofree char *caps = NULL;
 
-  backend_count_read (h);
-  if (!caps)
+  g_clear_pointer (&h->support_reason, g_free);
+  if (h->is_test)
     {
-      virResetLastError ();
-      return TWED_SUPPORT_UNKNOWN;
+      /* The test driver has no domain capabilities; it keeps TWED
+       * settings itself when libvirt has the twed API. */
+      h->support = HAVE_VIR_DOMAIN_TWED_API ? TWED_SUPPORT_YES : TWED_SUPPORT_UNKNOWN;
+      if (!HAVE_VIR_DOMAIN_TWED_API)
+        h->support_reason = g_strdup ("libvirt without the twed API");
+      return;
     }
-  if (!(p = strstr (caps, "<twed supported=")))
-    return TWED_SUPPORT_UNKNOWN;
-  p += strlen ("<twed supported=") + 1;
-  return g_str_has_prefix (p, "yes") ? TWED_SUPPORT_YES : TWED_SUPPORT_NO;
+  if (h->readonly_conn)
+    {
+      h->support = TWED_SUPPORT_UNKNOWN;
+      h->support_reason = g_strdup ("read-only connection: libvirt gives domain capabilities to writers only");
+      return;
+    }
+  backend_count_read (h);
+  if (!(caps = virConnectGetDomainCapabilities (h->conn, NULL, NULL, NULL, NULL, 0)))
+    {
+      const char *msg = virGetLastErrorMessage ();
+
+      h->support = TWED_SUPPORT_UNKNOWN;
+      h->support_reason = g_strdup_printf ("domain capabilities: %s (libvirt error %d)",
+                                           msg && *msg ? msg : "unknown libvirt error", virGetLastErrorCode ());
+      virResetLastError ();
+      return;
+    }
+  h->support = twed_domcaps_twed_support (caps, &h->support_reason);
 }
 
 /* The next wait of a backoff: @first, then doubled up to @ceiling. */
@@ -250,6 +269,7 @@ open_thread (gpointer data)
 {
   OpenAttempt *a = data;
   virConnectPtr conn = a->readonly ? virConnectOpenReadOnly (a->uri) : virConnectOpen (a->uri);
+  gboolean readonly = a->readonly;
   g_autofree char *error = NULL;
   int code = VIR_ERR_OK;
 
@@ -259,6 +279,7 @@ open_thread (gpointer data)
        * because libvirt gives domain capabilities to writers only. */
       virResetLastError ();
       conn = virConnectOpenReadOnly (a->uri);
+      readonly = TRUE;
     }
   if (!conn)
     {
@@ -272,6 +293,7 @@ open_thread (gpointer data)
   g_mutex_lock (&a->lock);
   a->done = TRUE;
   a->conn = conn;
+  a->got_readonly = readonly;
   a->error = g_steal_pointer (&error);
   a->code = code;
   g_cond_signal (&a->cond);
@@ -334,6 +356,7 @@ open_bounded (BackendHost *h, GError **error)
   if (a->done)
     {
       conn = g_steal_pointer (&a->conn);
+      h->readonly_conn = a->got_readonly;
       if (!conn)
         g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "cannot connect: %s (libvirt error %d)",
                      a->error, a->code);
@@ -395,7 +418,7 @@ backend_connect_locked (BackendHost *h, GError **error)
     virResetLastError ();
   type = virConnectGetType (h->conn);
   h->is_test = type && g_ascii_strcasecmp (type, "TEST") == 0;
-  h->support = probe_support (h);
+  probe_support (h);
   if (o->events)
     {
       if (!h->notifier && h->backend->notifier)
@@ -683,6 +706,7 @@ refresh_host (BackendHost *h)
       h->warned = FALSE;
       out->reachable = TRUE;
       out->support = h->support;
+      out->support_reason = g_strdup (h->support_reason);
     }
   else
     {
