@@ -141,6 +141,7 @@ twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean need_policies, gboole
   bo.keepalive_interval = ctl->config->keepalive_interval;
   bo.keepalive_count = ctl->config->keepalive_count;
   bo.connect_timeout = ctl->config->connect_timeout;
+  bo.min_change_interval = ctl->config->min_change_interval;
   bo.threads = ctl->threads ? (guint) ctl->threads : ctl->config->threads;
   /* Commands that only read still open read-write when they may: libvirt
    * gives domain capabilities (TWED support) to writers only, and a plan

@@ -669,6 +669,7 @@ setup_backend (TwedEngine *e)
     .keepalive_count = e->config->keepalive_count,
     .reconnect_max = e->config->reconnect_max,
     .connect_timeout = e->config->connect_timeout,
+    .min_change_interval = e->config->min_change_interval,
   };
 
   /* Passes still running keep the old backend until they end; their
@@ -799,6 +800,8 @@ twed_engine_reload_config (TwedEngine *e, TwedConfig *config)
   e->dry_run = e->dry_run_option || config->dry_run;
   if (!keep_backend)
     setup_backend (e);
+  else
+    twed_backend_set_min_change_interval (e->backend, config->min_change_interval);
   forget_removed_hosts (e);
   setup_monitor (e);
   /* The interval starts again, and so does its budget. */

@@ -42,6 +42,9 @@ typedef struct {
    * The load then counts the last known vCPUs and pinning, and the
    * planner leaves the domain alone until it is read again. */
   char *load_error;
+  /* Why the domain must not be changed now (changed too recently, or
+   * its last change failed and backs off); NULL when it may be. */
+  char *hold;
 
   /* Filled by twed_host_compute(). */
   double ratio;

@@ -186,6 +186,11 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
           e->reason = g_strdup_printf ("ratio %.2f within hysteresis %.2f of band %s",
                                        dom->ratio, pol->hysteresis, kb);
         }
+      else if (dom->hold)
+        {
+          e->action = TWED_ACTION_DEFER;
+          e->reason = g_strdup_printf ("ratio %.2f in band %s; deferred: %s", dom->ratio, e->band, dom->hold);
+        }
       else
         {
           e->action = TWED_ACTION_CHANGE;

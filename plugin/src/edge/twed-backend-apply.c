@@ -71,10 +71,14 @@ apply_func (gpointer item, gpointer data)
       if (apply_entry (h, e, &error))
         {
           e->result = TWED_RESULT_APPLIED;
+          backend_vm_changed (h, e->uuid ? e->uuid : e->domain, NULL);
           twed_log_change (h->name, e->domain, from, to, e->reason);
         }
       else
         {
+          /* Without the API nothing was tried: nothing to back off. */
+          if (twed_apply_api_available ())
+            backend_vm_changed (h, e->uuid ? e->uuid : e->domain, error);
           e->result = TWED_RESULT_FAILED;
           e->error = g_strdup (error->message);
           failed++;
@@ -244,6 +248,15 @@ twed_backend_set_manual (TwedBackend *b, const char *name, const TwedSetting *s,
       return FALSE;
     }
   backend_mark_dirty (h, dom);
+  if (s)
+    {
+      char uuid[VIR_UUID_STRING_BUFLEN];
+
+      /* A manual setting is the operator's to make at any time, but it
+       * counts as the VM's last change for what this process plans. */
+      if (virDomainGetUUIDString (dom, uuid) == 0)
+        backend_vm_changed (h, uuid, NULL);
+    }
   twed_log_domain (G_LOG_LEVEL_MESSAGE, h->name, name, "manual setting: %s",
                    meta ? meta : "automatic");
   return TRUE;

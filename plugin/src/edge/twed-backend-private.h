@@ -12,6 +12,16 @@ typedef struct {
   TwedDomain *def;   /* parsed definition; active flag set per cycle */
 } CachedDomain;
 
+/* What this process did to one VM lately: when it last changed it, and
+ * how its last changes failed.  Kept across reconnects. */
+typedef struct {
+  gint64 changed_at;        /* monotonic usec of the last change, 0 = none */
+  guint failures;           /* changes failed in a row */
+  guint backoff;            /* seconds of the current failure backoff */
+  gint64 retry_at;          /* monotonic usec: no change before */
+  char *error;              /* the last failure, with libvirt's code */
+} VmState;
+
 /* Where event notices go: shared by a backend and its hosts, which
  * libvirt's callbacks may outlive the backend by. */
 typedef struct {
@@ -69,6 +79,8 @@ typedef struct {
   gboolean warned;        /* this outage was logged as a warning */
   guint unread_backoff;   /* seconds before definitions are read again */
   GHashTable *unread_warned; /* uuids whose unread definition was logged */
+  GMutex vm_lock;
+  GHashTable *vms;        /* uuid (or name) -> VmState */
 } BackendHost;
 
 struct _TwedBackend {
@@ -82,6 +94,11 @@ struct _TwedBackend {
 
 void      backend_count_read (BackendHost *h);
 void      backend_count_write (BackendHost *h);
+/* After a change of the VM @key was tried (@error NULL: made): holds
+ * it for min_change_interval, or backs it off when it failed. */
+void      backend_vm_changed (BackendHost *h, const char *key, const GError *error);
+/* Why the VM @key must not change now, NULL when it may. */
+char     *backend_vm_hold (BackendHost *h, const char *key);
 /* The definition of @dom is read again at the next refresh. */
 void      backend_mark_dirty (BackendHost *h, virDomainPtr dom);
 /* With h->lock held: (re)connects unless a backoff is pending. */

@@ -68,6 +68,76 @@ notifier_unref (BackendNotifier *n)
 
 static void open_attempt_unref (OpenAttempt *a);
 
+/* A VM whose change failed is tried again after this, doubled per
+ * failure up to the ceiling: a change that fails (the guest's QEMU
+ * refuses it, the host lacks something) fails again at once. */
+#define VM_FAILURE_BACKOFF_FIRST_S 30
+#define VM_FAILURE_BACKOFF_MAX_S 3600
+
+static void
+vm_state_free (gpointer p)
+{
+  VmState *st = p;
+
+  g_free (st->error);
+  g_free (st);
+}
+
+static guint backoff_step (guint current, guint first, guint ceiling);
+
+void
+backend_vm_changed (BackendHost *h, const char *key, const GError *error)
+{
+  gint64 now = g_get_monotonic_time ();
+  VmState *st;
+
+  g_mutex_lock (&h->vm_lock);
+  if (!(st = g_hash_table_lookup (h->vms, key)))
+    {
+      st = g_new0 (VmState, 1);
+      g_hash_table_insert (h->vms, g_strdup (key), st);
+    }
+  g_clear_pointer (&st->error, g_free);
+  if (!error)
+    {
+      st->changed_at = now;
+      st->failures = 0;
+      st->backoff = 0;
+      st->retry_at = 0;
+    }
+  else
+    {
+      st->failures++;
+      st->backoff = backoff_step (st->backoff, VM_FAILURE_BACKOFF_FIRST_S, VM_FAILURE_BACKOFF_MAX_S);
+      st->retry_at = now + (gint64) st->backoff * G_USEC_PER_SEC;
+      st->error = g_strdup (error->message);
+    }
+  g_mutex_unlock (&h->vm_lock);
+}
+
+char *
+backend_vm_hold (BackendHost *h, const char *key)
+{
+  guint min = (guint) g_atomic_int_get ((gint *) &h->backend->opts.min_change_interval);
+  gint64 now = g_get_monotonic_time ();
+  char *hold = NULL;
+  VmState *st;
+
+  g_mutex_lock (&h->vm_lock);
+  if ((st = g_hash_table_lookup (h->vms, key)))
+    {
+      if (st->retry_at > now)
+        hold = g_strdup_printf ("its last change failed (%u in a row, next try in %" G_GINT64_FORMAT " s): %s",
+                                st->failures, (st->retry_at - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC,
+                                st->error);
+      else if (min && st->changed_at && now - st->changed_at < (gint64) min * G_USEC_PER_SEC)
+        hold = g_strdup_printf ("changed %" G_GINT64_FORMAT " s ago, min_change_interval %u s",
+                                (now - st->changed_at) / G_USEC_PER_SEC, min);
+    }
+  g_mutex_unlock (&h->vm_lock);
+  return hold;
+}
+
 static BackendHost *
 host_ref (BackendHost *h)
 {
@@ -88,6 +158,8 @@ host_unref (gpointer p)
   g_hash_table_unref (h->dirty);
   g_hash_table_unref (h->unread_warned);
   g_mutex_clear (&h->dirty_lock);
+  g_hash_table_unref (h->vms);
+  g_mutex_clear (&h->vm_lock);
   notifier_unref (h->notifier);
   g_free (h->name);
   g_free (h->uri);
@@ -661,6 +733,8 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
       copy->active = state_is_active (state);
       if (!copy->uuid)
         copy->uuid = g_strdup (uuid);
+      g_free (copy->hold);
+      copy->hold = backend_vm_hold (h, uuid);
       g_ptr_array_add (out->domains, copy);
     }
   virDomainStatsRecordListFree (records);
@@ -817,6 +891,8 @@ twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
       h->uri = g_strdup (s->uri);
       g_mutex_init (&h->lock);
       h->cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) cached_free);
+      g_mutex_init (&h->vm_lock);
+      h->vms = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, vm_state_free);
       g_mutex_init (&h->dirty_lock);
       h->dirty = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
       h->cb_lifecycle = h->cb_tunable = h->cb_metadata = -1;
@@ -895,6 +971,12 @@ twed_backend_unref_elsewhere (TwedBackend *b)
         }
     }
   while (!g_atomic_int_compare_and_exchange (&b->ref, old, old - 1));
+}
+
+void
+twed_backend_set_min_change_interval (TwedBackend *b, guint seconds)
+{
+  g_atomic_int_set ((gint *) &b->opts.min_change_interval, (gint) seconds);
 }
 
 void

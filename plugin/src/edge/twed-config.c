@@ -38,6 +38,7 @@ twed_config_new (void)
   c->keepalive_count = 3;
   c->reconnect_max = 60;
   c->health_intervals = 3;
+  c->min_change_interval = 300;
   c->connect_timeout = 30;
   return c;
 }
@@ -221,7 +222,7 @@ static gboolean
 check_keys (GKeyFile *kf, GError **error)
 {
   static const char *const twed_keys[] = { "policy_dir", "hosts", "hosts_file", "interval", "dry_run",
-                                           "max_changes_per_cycle", "threads", NULL };
+                                           "max_changes_per_cycle", "min_change_interval", "threads", NULL };
   static const char *const libvirt_keys[] = { "keepalive_interval", "keepalive_count",
                                               "reconnect_max", "connect_timeout", NULL };
   static const char *const metrics_keys[] = { "textfile", "listen", "per_vm", "health_intervals", NULL };
@@ -317,6 +318,7 @@ parse_keyfile (TwedConfig *c, GKeyFile *kf, GError **error)
   return get_uint (kf, "twed", "interval", 1, 86400, &c->interval, error) &&
          get_uint (kf, "twed", "max_changes_per_cycle", 0, 1000000, &c->max_changes, error) &&
          get_uint (kf, "twed", "threads", 1, 256, &c->threads, error) &&
+         get_uint (kf, "twed", "min_change_interval", 0, 86400, &c->min_change_interval, error) &&
          get_uint (kf, "libvirt", "keepalive_interval", 0, 3600, &c->keepalive_interval, error) &&
          get_uint (kf, "libvirt", "keepalive_count", 1, 100, &c->keepalive_count, error) &&
          get_uint (kf, "libvirt", "reconnect_max", 1, 3600, &c->reconnect_max, error) &&

@@ -17,6 +17,7 @@ typedef struct {
   guint interval;           /* seconds between scheduled cycles */
   gboolean dry_run;
   guint max_changes;        /* global cap per cycle, 0 = none */
+  guint min_change_interval; /* seconds between two changes of one VM, 0 = none */
   guint threads;
   guint keepalive_interval;
   guint keepalive_count;

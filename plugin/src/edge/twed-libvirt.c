@@ -57,12 +57,15 @@ twed_libvirt_run_events (void)
     }
 }
 
+G_DEFINE_QUARK (twed-libvirt-error-quark, twed_libvirt_error)
+
 void
 twed_set_libvirt_error (GError **error, const char *what)
 {
   const char *msg = virGetLastErrorMessage ();
+  int code = virGetLastErrorCode ();
 
-  g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "%s: %s", what,
-               msg && *msg ? msg : "unknown libvirt error");
+  g_set_error (error, TWED_LIBVIRT_ERROR, code, "%s: %s (libvirt error %d)", what,
+               msg && *msg ? msg : "unknown libvirt error", code);
   virResetLastError ();
 }
