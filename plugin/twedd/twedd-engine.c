@@ -646,7 +646,8 @@ same_backend (const TwedConfig *a, const TwedConfig *b)
 {
   if (a->hosts->len != b->hosts->len || a->threads != b->threads ||
       a->keepalive_interval != b->keepalive_interval || a->keepalive_count != b->keepalive_count ||
-      a->reconnect_max != b->reconnect_max || a->connect_timeout != b->connect_timeout)
+      a->reconnect_max != b->reconnect_max || a->connect_timeout != b->connect_timeout ||
+      a->definition_max_age != b->definition_max_age)
     return FALSE;
   for (guint i = 0; i < a->hosts->len; i++)
     {
@@ -670,6 +671,7 @@ setup_backend (TwedEngine *e)
     .reconnect_max = e->config->reconnect_max,
     .connect_timeout = e->config->connect_timeout,
     .min_change_interval = e->config->min_change_interval,
+    .definition_max_age = e->config->definition_max_age,
   };
 
   /* Passes still running keep the old backend until they end; their

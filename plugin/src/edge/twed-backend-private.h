@@ -10,6 +10,7 @@ G_BEGIN_DECLS
 
 typedef struct {
   TwedDomain *def;   /* parsed definition; active flag set per cycle */
+  gint64 read_at;    /* monotonic usec the definition was read */
 } CachedDomain;
 
 /* What this process did to one VM lately: when it last changed it, and

@@ -649,6 +649,23 @@ state_is_active (int state)
   return state != VIR_DOMAIN_SHUTOFF && state != VIR_DOMAIN_CRASHED && state != VIR_DOMAIN_NOSTATE;
 }
 
+/* A cached definition no longer says how many vCPUs the running domain
+ * has: the bulk stats' vcpu.current differs (hot-plug), or, from a
+ * driver whose stats lack the VCPU group (the test driver), it is older
+ * than definition_max_age. */
+static gboolean
+definition_stale (BackendHost *h, virDomainStatsRecordPtr r, const CachedDomain *c, int state)
+{
+  unsigned int current;
+  guint max_age = h->backend->opts.definition_max_age;
+
+  if (!state_is_active (state) || c->def->load_error)
+    return FALSE;
+  if (virTypedParamsGetUInt (r->params, r->nparams, "vcpu.current", &current) == 1)
+    return current != c->def->nvcpus;
+  return g_get_monotonic_time () - c->read_at > (gint64) max_age * G_USEC_PER_SEC;
+}
+
 static gboolean
 read_domains (BackendHost *h, TwedHost *out, GError **error)
 {
@@ -663,7 +680,11 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
   g_mutex_unlock (&h->dirty_lock);
 
   backend_count_read (h);
-  n = virConnectGetAllDomainStats (h->conn, VIR_DOMAIN_STATS_STATE, &records, 0);
+  /* The VCPU group's vcpu.current catches vCPU hot-plug, which emits
+   * no event; NOWAIT: a domain whose job (a migration) is running
+   * reports what needs no job instead of holding the call. */
+  n = virConnectGetAllDomainStats (h->conn, VIR_DOMAIN_STATS_STATE | VIR_DOMAIN_STATS_VCPU, &records,
+                                   VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT);
   if (n < 0)
     {
       twed_set_libvirt_error (error, "virConnectGetAllDomainStats");
@@ -681,7 +702,7 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
         continue;
       virTypedParamsGetInt (r->params, r->nparams, "state.state", &state);
       c = g_hash_table_lookup (h->cache, uuid);
-      if (!c || g_hash_table_contains (dirty, uuid))
+      if (!c || g_hash_table_contains (dirty, uuid) || definition_stale (h, r, c, state))
         {
           g_autoptr(GError) local = NULL;
           TwedDomain *def = NULL;
@@ -725,6 +746,7 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
               g_hash_table_remove (h->unread_warned, uuid);
               c = g_new0 (CachedDomain, 1);
               c->def = def;
+              c->read_at = g_get_monotonic_time ();
               g_hash_table_replace (h->cache, g_strdup (uuid), c);
             }
         }
@@ -878,6 +900,8 @@ twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
     b->opts.reconnect_max = 60;
   if (!b->opts.connect_timeout)
     b->opts.connect_timeout = 30;
+  if (!b->opts.definition_max_age)
+    b->opts.definition_max_age = 600;
   b->hosts = g_ptr_array_new ();
   for (guint i = 0; i < specs->len; i++)
     {

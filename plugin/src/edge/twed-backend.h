@@ -25,6 +25,9 @@ typedef struct {
   guint reconnect_max;      /* backoff ceiling, seconds */
   guint connect_timeout;    /* seconds an open may take, 0 = 30 */
   guint min_change_interval; /* seconds between two changes of one VM, 0 = none */
+  guint definition_max_age; /* drivers without bulk vCPU stats: re-read a
+                             * running domain's definition after this many
+                             * seconds, 0 = 600 */
 } TwedBackendOptions;
 
 TwedBackend *twed_backend_new (GPtrArray *specs /* TwedHostSpec */, const TwedBackendOptions *opts);

@@ -40,6 +40,7 @@ twed_config_new (void)
   c->health_intervals = 3;
   c->min_change_interval = 300;
   c->connect_timeout = 30;
+  c->definition_max_age = 600;
   return c;
 }
 
@@ -224,7 +225,7 @@ check_keys (GKeyFile *kf, GError **error)
   static const char *const twed_keys[] = { "policy_dir", "hosts", "hosts_file", "interval", "dry_run",
                                            "max_changes_per_cycle", "min_change_interval", "threads", NULL };
   static const char *const libvirt_keys[] = { "keepalive_interval", "keepalive_count",
-                                              "reconnect_max", "connect_timeout", NULL };
+                                              "reconnect_max", "connect_timeout", "definition_max_age", NULL };
   static const char *const metrics_keys[] = { "textfile", "listen", "per_vm", "health_intervals", NULL };
   g_auto(GStrv) groups = g_key_file_get_groups (kf, NULL);
 
@@ -323,6 +324,7 @@ parse_keyfile (TwedConfig *c, GKeyFile *kf, GError **error)
          get_uint (kf, "libvirt", "keepalive_count", 1, 100, &c->keepalive_count, error) &&
          get_uint (kf, "libvirt", "reconnect_max", 1, 3600, &c->reconnect_max, error) &&
          get_uint (kf, "libvirt", "connect_timeout", 1, 3600, &c->connect_timeout, error) &&
+         get_uint (kf, "libvirt", "definition_max_age", 1, 86400, &c->definition_max_age, error) &&
          get_uint (kf, "metrics", "health_intervals", 1, 1000, &c->health_intervals, error);
 }
 

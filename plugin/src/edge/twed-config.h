@@ -23,6 +23,7 @@ typedef struct {
   guint keepalive_count;
   guint reconnect_max;
   guint connect_timeout;    /* seconds an open may take */
+  guint definition_max_age; /* seconds, drivers without bulk vCPU stats */
   char *metrics_textfile;   /* NULL = none */
   char *metrics_listen;     /* "ADDR:PORT", NULL = none */
   gboolean metrics_per_vm;  /* per-VM families besides the fleet's */
