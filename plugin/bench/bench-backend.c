@@ -8,7 +8,7 @@
 #include "twed-planner.h"
 #include "twed-libvirt.h"
 #include "twed-log.h"
-#include "twed-apply-api.h"
+#include "twed-domain-params.h"
 
 #include <glib/gstdio.h>
 #include <stdio.h>
@@ -70,7 +70,7 @@ main (int argc, char **argv)
   }
   twed_backend_counters (b, &r0, &w0);
   printf ("cold: reads=%" G_GUINT64_FORMAT " (%.2f per host)\n", r0, (double) r0 / nhosts);
-  if (twed_apply_api_available ())
+  if (twed_domain_params_available ())
     {
       g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
       g_autoptr(GPtrArray) hosts = twed_backend_inventory (b, NULL);

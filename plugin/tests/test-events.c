@@ -6,7 +6,7 @@
 #include "twedd-engine.h"
 #include "twed-libvirt.h"
 #include "twed-log.h"
-#include "twed-apply-api.h"
+#include "twed-domain-params.h"
 
 #include <signal.h>
 
@@ -117,7 +117,7 @@ test_budget_holds (void)
   g_autoptr(TwedEngine) e = NULL;
   g_autoptr(virDomain) dom = NULL;
 
-  if (!twed_apply_api_available ())
+  if (!twed_domain_params_available ())
     {
       g_test_skip ("built without the twed libvirt API: nothing is applied");
       return;

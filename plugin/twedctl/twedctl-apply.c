@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "twedctl.h"
-#include "twed-apply-api.h"
+#include "twed-domain-params.h"
 
 int
 twedctl_apply (Twedctl *ctl, int argc, char **argv)
@@ -26,7 +26,7 @@ twedctl_apply (Twedctl *ctl, int argc, char **argv)
 
   plan = twedctl_make_plan (ctl);
   changes = twed_plan_count (plan, TWED_ACTION_CHANGE);
-  if (changes && !dry_run && !twed_apply_api_available ())
+  if (changes && !dry_run && !twed_domain_params_available ())
     {
       if (ctl->json)
         twedctl_print_json (plan);

@@ -15,7 +15,7 @@
  * between planning and applying. */
 #include "config.h"
 #include "twedd-engine.h"
-#include "twed-apply-api.h"
+#include "twed-domain-params.h"
 #include "twed-log.h"
 #include "twed-policydir.h"
 
@@ -346,7 +346,7 @@ finish_pass (TwedEngine *e, PassJob *job)
     {
       e->counters.changes_failed += job->failed;
       e->counters.changes_applied += job->applied;
-      if (job->changes && (job->dry_run || !twed_apply_api_available ()))
+      if (job->changes && (job->dry_run || !twed_domain_params_available ()))
         log_would_change (job->plan);
       g_info ("cycle %" G_GUINT64_FORMAT " for %s: %u VM(s), %u change(s), %u deferred, %s",
               e->counters.cycles, job->host, job->plan->entries->len, job->changes,
@@ -381,7 +381,7 @@ on_pass_stage_done (gpointer data)
     }
   if (job->stage == PASS_READ && job->plan && !pass_superseded (e, job))
     {
-      gboolean apply = !job->dry_run && twed_apply_api_available ();
+      gboolean apply = !job->dry_run && twed_domain_params_available ();
 
       /* The interval's budget is shared by every host's passes; what is
        * only logged (dry run, no API) spends none of it. */
@@ -765,7 +765,7 @@ twed_engine_start (TwedEngine *e, GError **error)
     return FALSE;
   if (e->metrics_server)
     twed_metrics_server_set_health (e->metrics_server, health_func, e);
-  if (!twed_apply_api_available () && !e->dry_run)
+  if (!twed_domain_params_available () && !e->dry_run)
     g_warning ("plan only: %s", TWED_API_MISSING_MESSAGE);
   twed_engine_reload_policies (e);
   setup_monitor (e);

@@ -89,8 +89,6 @@ GArray  *twed_cpuset_parse (const char *str, GError **error);
 char    *twed_cpuset_format (GArray *set);
 GArray  *twed_cpuset_copy (GArray *set);
 
-/* Parses virDomainGetXMLDesc() output; no I/O. */
-TwedDomain *twed_domain_parse_xml (const char *xml, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedDomain, twed_domain_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedHost, twed_host_free)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Shared by twed-backend.c (connections, events, inventory) and
- * twed-backend-apply.c (changes); not installed. */
+ * twed-backend-changes.c (changes); not installed. */
 #pragma once
 
 #include "twed-backend.h"

@@ -12,10 +12,11 @@
 #include "config.h"
 #include "twed-backend-private.h"
 #include "twed-domcaps.h"
-#include "twed-apply-api.h"
+#include "twed-domain-params.h"
 #include "twed-libvirt.h"
 #include "twed-log.h"
 #include "twed-overcommit.h"
+#include "twed-domxml.h"
 
 #include <string.h>
 

@@ -2,8 +2,9 @@
 /* Apply side of the backend: plan changes and manual settings. */
 #include "config.h"
 #include "twed-backend-private.h"
-#include "twed-apply-api.h"
+#include "twed-domain-params.h"
 #include "twed-log.h"
+#include "twed-domxml.h"
 
 static gboolean
 apply_entry (BackendHost *h, TwedPlanEntry *e, GError **error)
@@ -11,8 +12,8 @@ apply_entry (BackendHost *h, TwedPlanEntry *e, GError **error)
   g_autoptr(virDomain) dom = NULL;
   gboolean live = e->active, config = e->persistent;
 
-  if (!twed_apply_api_available ())
-    return twed_apply_api_set (NULL, &e->target, live, config, error);
+  if (!twed_domain_params_available ())
+    return twed_domain_params_set (NULL, &e->target, live, config, error);
   if (!h->conn)
     {
       g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "not connected");
@@ -26,7 +27,7 @@ apply_entry (BackendHost *h, TwedPlanEntry *e, GError **error)
       return FALSE;
     }
   backend_count_write (h);
-  if (!twed_apply_api_set (dom, &e->target, live, config, error))
+  if (!twed_domain_params_set (dom, &e->target, live, config, error))
     return FALSE;
   backend_mark_dirty (h, dom);
   return TRUE;
@@ -77,7 +78,7 @@ apply_func (gpointer item, gpointer data)
       else
         {
           /* Without the API nothing was tried: nothing to back off. */
-          if (twed_apply_api_available ())
+          if (twed_domain_params_available ())
             backend_vm_changed (h, e->uuid ? e->uuid : e->domain, error);
           e->result = TWED_RESULT_FAILED;
           e->error = g_strdup (error->message);
@@ -197,7 +198,7 @@ twed_backend_set_manual (TwedBackend *b, const char *name, const TwedSetting *s,
   unsigned int flags;
   int active, persistent;
 
-  if (s && !twed_apply_api_available ())
+  if (s && !twed_domain_params_available ())
     {
       g_set_error_literal (error, TWED_ERROR, TWED_ERROR_UNSUPPORTED, TWED_API_MISSING_MESSAGE);
       return FALSE;
@@ -229,7 +230,7 @@ twed_backend_set_manual (TwedBackend *b, const char *name, const TwedSetting *s,
   if (s)
     {
       backend_count_write (h);
-      if (!twed_apply_api_set (dom, s, active == 1, persistent == 1, error))
+      if (!twed_domain_params_set (dom, s, active == 1, persistent == 1, error))
         return FALSE;
     }
   backend_count_write (h);
@@ -241,7 +242,7 @@ twed_backend_set_manual (TwedBackend *b, const char *name, const TwedSetting *s,
           g_autoptr(GError) undo = NULL;
 
           backend_count_write (h);
-          if (!twed_apply_api_set (dom, &before->twed, active == 1, persistent == 1, &undo))
+          if (!twed_domain_params_set (dom, &before->twed, active == 1, persistent == 1, &undo))
             g_prefix_error (error, "(and restoring the previous TWED setting failed: %s) ",
                             undo->message);
         }
