@@ -198,5 +198,30 @@ check "twedd: /healthz 503 when no pass succeeded for health_intervals" \
 kill -TERM $pid
 wait $pid
 
+# Logs: G_MESSAGES_DEBUG shows debug messages without --debug; JSON lines
+# with the structured fields as members.
+G_MESSAGES_DEBUG=twed "$twedd" --config "$tmp/empty.conf" -P "$demo/policies.d" -i 1 --dry-run --log-format=json \
+    -c down=test:///nonexistent/down.xml -c "test://$demo/host-b.xml" 2>"$tmp/json.log" &
+pid=$!
+check "twedd: G_MESSAGES_DEBUG honoured" wait_for 6 grep -q '"level":"debug".*"host":"down"' "$tmp/json.log"
+kill -TERM $pid
+wait $pid
+check "twedd: every log line is a JSON object with level and message" /usr/bin/python3 -c '
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines
+for l in lines:
+    o = json.loads(l)
+    assert o["level"] and "message" in o and o["ts"], l
+assert any(o.get("domain") == "web-1" for o in map(json.loads, lines))
+' "$tmp/json.log"
+"$twedd" --config "$tmp/empty.conf" -P "$demo/policies.d" -i 1 --dry-run \
+    -c down=test:///nonexistent/down.xml -c "test://$demo/host-b.xml" 2>"$tmp/nodebug.log" &
+pid=$!
+sleep 2.5
+kill -TERM $pid
+wait $pid
+check "twedd: no debug lines without --debug or G_MESSAGES_DEBUG" sh -c "! grep -q '^debug' '$tmp/nodebug.log'"
+
 echo "1..$n"
 [ $fails -eq 0 ]

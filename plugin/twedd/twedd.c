@@ -161,6 +161,8 @@ main (int argc, char **argv)
 {
   Daemon d = { 0 };
   gboolean dry_run = FALSE, debug = FALSE, version = FALSE;
+  g_autofree char *log_format = NULL;
+  TwedLogFormat format;
   const GOptionEntry entries[] = {
     { "config", 0, 0, G_OPTION_ARG_FILENAME, &d.config_path, "Configuration file (default " TWED_DEFAULT_CONFIG ")", "FILE" },
     { "policy-dir", 'P', 0, G_OPTION_ARG_FILENAME, &d.policy_dir, "Policy directory", "DIR" },
@@ -169,6 +171,7 @@ main (int argc, char **argv)
     { "metrics-textfile", 0, 0, G_OPTION_ARG_FILENAME, &d.textfile, "Prometheus textfile to write", "FILE" },
     { "dry-run", 'n', 0, G_OPTION_ARG_NONE, &dry_run, "Plan and log, apply nothing", NULL },
     { "debug", 'd', 0, G_OPTION_ARG_NONE, &debug, "Log debug messages", NULL },
+    { "log-format", 0, 0, G_OPTION_ARG_STRING, &log_format, "Log lines on stderr as text or json (default: TWED_LOG_FORMAT, else text)", "FORMAT" },
     { "version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version", NULL },
     { NULL }
   };
@@ -191,6 +194,15 @@ main (int argc, char **argv)
       return 0;
     }
   twed_log_init (debug ? TWED_LOG_DEBUG : TWED_LOG_NORMAL);
+  if (log_format)
+    {
+      if (!twed_log_format_from_string (log_format, &format))
+        {
+          fprintf (stderr, "twedd: --log-format: want text or json, got '%s'\n", log_format);
+          return 2;
+        }
+      twed_log_set_format (format);
+    }
   if (!(config = load_config (&d, &error)))
     {
       g_critical ("%s", error->message);
