@@ -137,6 +137,47 @@ test_budget_holds (void)
   g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, ==, 1);
 }
 
+/* The daemon's own changes come back as tunable events; they prompt no
+ * pass.  A change made by someone else does. */
+static void
+test_own_events_quiet (void)
+{
+  g_autoptr(TwedEngine) e = NULL;
+  g_autoptr(virDomain) dom = NULL;
+  TwedSetting other = { TWED_MODE_FIXED, 5, 5, 5 };
+  g_autoptr(GError) error = NULL;
+  guint events;
+  gint64 until;
+
+  if (!twed_domain_params_available ())
+    {
+      g_test_skip ("built without the twed libvirt API: nothing is applied");
+      return;
+    }
+  e = start_demo_engine (0, FALSE);
+  passes_wanted = 2;
+  g_assert_true (wait_for (passes_done, e, 5000));
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, >=, 3);
+  /* The events of those changes have had time to arrive and settle. */
+  until = g_get_monotonic_time () + 1000 * 1000;
+  while (g_get_monotonic_time () < until)
+    g_main_context_iteration (NULL, FALSE), g_usleep (10000);
+  g_assert_true (twed_engine_idle (e));
+  g_assert_cmpuint (twed_engine_get_event_cycles (e), ==, 0);
+  /* What was applied shows as current without a pass reading it back. */
+  g_assert_cmpuint (find (twed_engine_get_last_plan (e), "web-1")->current.mode, ==, TWED_MODE_FIXED);
+
+  events = twed_engine_get_event_cycles (e);
+  dom = virDomainLookupByName (twed_backend_get_connection (twed_engine_get_backend (e), "host-b"), "web-1");
+  g_assert_nonnull (dom);
+  g_assert_true (twed_domain_params_set (dom, &other, TRUE, FALSE, &error));
+  g_assert_no_error (error);
+  passes_wanted = twed_engine_get_counters (e)->cycles + 1;
+  g_assert_true (wait_for (passes_done, e, 5000));
+  g_assert_cmpuint (twed_engine_get_event_cycles (e), >, events);
+  g_assert_cmpuint (find (twed_engine_get_last_plan (e), "web-1")->current.delay, ==, 5);
+}
+
 /* A libvirtd connection that breaks must not end twedd by SIGPIPE. */
 static void
 test_sigpipe_ignored (void)
@@ -158,6 +199,7 @@ main (int argc, char **argv)
   twed_libvirt_init (TRUE);
   g_test_add_func ("/engine/start-event", test_start_event);
   g_test_add_func ("/engine/budget-holds", test_budget_holds);
+  g_test_add_func ("/engine/own-events-quiet", test_own_events_quiet);
   g_test_add_func ("/libvirt/sigpipe-ignored", test_sigpipe_ignored);
   return g_test_run ();
 }

@@ -357,6 +357,15 @@ finish_pass (TwedEngine *e, PassJob *job)
           e->last_success = e->last_pass_end;
           e->counters.last_success_at = g_get_real_time () / G_USEC_PER_SEC;
         }
+      /* What was applied is in force now: the daemon's own tunable
+       * events no longer prompt a pass that would read it back. */
+      for (guint i = 0; job->applied && i < job->plan->entries->len; i++)
+        {
+          TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, i);
+
+          if (en->result == TWED_RESULT_APPLIED)
+            en->current = en->target;
+        }
       if (job->backend == e->backend)
         twed_plan_store_replace (e->plans, job->host, g_steal_pointer (&job->plan));
     }

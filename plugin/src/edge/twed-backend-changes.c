@@ -27,6 +27,9 @@ apply_entry (BackendHost *h, TwedPlanEntry *e, GError **error)
       return FALSE;
     }
   backend_count_write (h);
+  /* Before the call: libvirt may deliver the event before it returns. */
+  if (live)
+    backend_expect_own_change (h, dom, &e->target);
   if (!twed_domain_params_set (dom, &e->target, live, config, error))
     return FALSE;
   backend_mark_dirty (h, dom);

@@ -70,6 +70,8 @@ typedef struct {
   GMutex dirty_lock;
   GHashTable *dirty;      /* uuids whose definition must be re-read */
   gboolean lost;          /* close callback fired */
+  GHashTable *own_changes; /* uuid -> TwedSetting we set live: its tunable
+                            * event is ours, not news */
   int cb_lifecycle;
   int cb_tunable;
   int cb_metadata;
@@ -100,6 +102,9 @@ void      backend_count_write (BackendHost *h);
 void      backend_vm_changed (BackendHost *h, const char *key, const GError *error);
 /* Why the VM @key must not change now, NULL when it may. */
 char     *backend_vm_hold (BackendHost *h, const char *key);
+/* @dom was set live to @s here: the tunable event that reports it is
+ * the backend's own and prompts no pass. */
+void      backend_expect_own_change (BackendHost *h, virDomainPtr dom, const TwedSetting *s);
 /* The definition of @dom is read again at the next refresh. */
 void      backend_mark_dirty (BackendHost *h, virDomainPtr dom);
 /* With h->lock held: (re)connects unless a backoff is pending. */

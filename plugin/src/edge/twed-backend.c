@@ -160,6 +160,7 @@ host_unref (gpointer p)
   g_hash_table_unref (h->unread_warned);
   g_mutex_clear (&h->dirty_lock);
   g_hash_table_unref (h->vms);
+  g_hash_table_unref (h->own_changes);
   g_mutex_clear (&h->vm_lock);
   notifier_unref (h->notifier);
   g_free (h->name);
@@ -191,14 +192,64 @@ on_lifecycle (virConnectPtr conn G_GNUC_UNUSED, virDomainPtr dom, int event,
   return 0;
 }
 
+void
+backend_expect_own_change (BackendHost *h, virDomainPtr dom, const TwedSetting *s)
+{
+  char uuid[VIR_UUID_STRING_BUFLEN];
+
+  if (virDomainGetUUIDString (dom, uuid) < 0)
+    return;
+  g_mutex_lock (&h->dirty_lock);
+  g_hash_table_replace (h->own_changes, g_strdup (uuid), g_memdup2 (s, sizeof *s));
+  g_mutex_unlock (&h->dirty_lock);
+}
+
+/* The event reports only TWED parameters, with the values this backend
+ * set: the echo of its own change (interfaces.md: a live change emits a
+ * tunable event with cputune.twed_*).  Consumed once. */
+static gboolean
+own_twed_event (BackendHost *h, virDomainPtr dom, virTypedParameterPtr params, int nparams)
+{
+  char uuid[VIR_UUID_STRING_BUFLEN];
+  const char *mode = NULL;
+  TwedSetting got = { 0 }, *want;
+  gboolean ours = FALSE;
+
+  for (int i = 0; i < nparams; i++)
+    if (!g_str_has_prefix (params[i].field, "cputune.twed_"))
+      return FALSE;
+  if (virDomainGetUUIDString (dom, uuid) < 0 ||
+      virTypedParamsGetString (params, nparams, "cputune.twed_mode", &mode) != 1 ||
+      !twed_mode_from_string (mode, &got.mode))
+    return FALSE;
+  virTypedParamsGetUInt (params, nparams, "cputune.twed_delay", &got.delay);
+  virTypedParamsGetUInt (params, nparams, "cputune.twed_min", &got.min);
+  virTypedParamsGetUInt (params, nparams, "cputune.twed_max", &got.max);
+  g_mutex_lock (&h->dirty_lock);
+  if ((want = g_hash_table_lookup (h->own_changes, uuid)) && twed_setting_equal (want, &got))
+    {
+      ours = TRUE;
+      g_hash_table_remove (h->own_changes, uuid);
+    }
+  g_mutex_unlock (&h->dirty_lock);
+  return ours;
+}
+
 static int
 on_tunable (virConnectPtr conn G_GNUC_UNUSED, virDomainPtr dom,
-            virTypedParameterPtr params G_GNUC_UNUSED, int nparams G_GNUC_UNUSED, void *opaque)
+            virTypedParameterPtr params, int nparams, void *opaque)
 {
   BackendHost *h = opaque;
 
   /* vCPU pinning and TWED both arrive as tunable events. */
   backend_mark_dirty (h, dom);
+  /* Our own change: re-planning on it would only spend a pass (and, with
+   * a fresh look at the budget, used to let deferred changes through). */
+  if (own_twed_event (h, dom, params, nparams))
+    {
+      twed_log_domain (G_LOG_LEVEL_DEBUG, h->name, virDomainGetName (dom), "event: tunable, our own change");
+      return 0;
+    }
   notify (h, virDomainGetName (dom), "tunable");
   return 0;
 }
@@ -920,6 +971,7 @@ twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
       h->vms = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, vm_state_free);
       g_mutex_init (&h->dirty_lock);
       h->dirty = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      h->own_changes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
       h->cb_lifecycle = h->cb_tunable = h->cb_metadata = -1;
       g_ptr_array_add (b->hosts, h);
     }
