@@ -20,7 +20,11 @@ make_backend (void)
   const char *hosts[] = { "host-a", "host-b", "host-c" };
 
   for (guint i = 0; i < G_N_ELEMENTS (hosts); i++)
-    g_ptr_array_add (specs, twed_host_spec_new (hosts[i], g_strdup_printf ("test://%s/%s.xml", demo_dir, hosts[i])));
+    {
+      g_autofree char *uri = g_strdup_printf ("test://%s/%s.xml", demo_dir, hosts[i]);
+
+      g_ptr_array_add (specs, twed_host_spec_new (hosts[i], uri));
+    }
   g_ptr_array_add (specs, twed_host_spec_new ("down", "test:///nonexistent/down.xml"));
   return twed_backend_new (specs, &o);
 }
