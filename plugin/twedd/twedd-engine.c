@@ -399,6 +399,8 @@ on_pass_stage_done (gpointer data)
       job->changes = twed_plan_count (job->plan, TWED_ACTION_CHANGE);
       if (apply && job->changes)
         {
+          twed_log_host (G_LOG_LEVEL_INFO, job->host, "%u change(s) granted from the interval's budget",
+                         job->changes);
           job->stage = PASS_APPLY;
           g_thread_pool_push (e->pool, job, NULL);
           return G_SOURCE_REMOVE;
@@ -509,6 +511,7 @@ on_cycle_timer (gpointer data)
 
   /* A new interval: a new budget, and what was deferred gets its turn. */
   new_budget (e);
+  g_info ("interval starts: budget renewed");
   request_pass (e, NULL, FALSE);
   return G_SOURCE_CONTINUE;
 }
