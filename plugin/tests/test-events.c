@@ -146,6 +146,7 @@ test_own_events_quiet (void)
   g_autoptr(virDomain) dom = NULL;
   TwedSetting other = { TWED_MODE_FIXED, 5, 5, 5 };
   g_autoptr(GError) error = NULL;
+  guint64 applied;
   guint events;
   gint64 until;
 
@@ -168,6 +169,7 @@ test_own_events_quiet (void)
   g_assert_cmpuint (find (twed_engine_get_last_plan (e), "web-1")->current.mode, ==, TWED_MODE_FIXED);
 
   events = twed_engine_get_event_cycles (e);
+  applied = twed_engine_get_counters (e)->changes_applied;
   dom = virDomainLookupByName (twed_backend_get_connection (twed_engine_get_backend (e), "host-b"), "web-1");
   g_assert_nonnull (dom);
   g_assert_true (twed_domain_params_set (dom, &other, TRUE, FALSE, &error));
@@ -175,7 +177,10 @@ test_own_events_quiet (void)
   passes_wanted = twed_engine_get_counters (e)->cycles + 1;
   g_assert_true (wait_for (passes_done, e, 5000));
   g_assert_cmpuint (twed_engine_get_event_cycles (e), >, events);
-  g_assert_cmpuint (find (twed_engine_get_last_plan (e), "web-1")->current.delay, ==, 5);
+  /* ...which read fixed:5 and put the policy's setting back. */
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, ==, applied + 1);
+  g_assert_cmpuint (find (twed_engine_get_last_plan (e), "web-1")->result, ==, TWED_RESULT_APPLIED);
+  g_assert_cmpuint (find (twed_engine_get_last_plan (e), "web-1")->current.delay, ==, 3);
 }
 
 /* A libvirtd connection that breaks must not end twedd by SIGPIPE. */

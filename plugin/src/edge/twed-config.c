@@ -38,7 +38,6 @@ twed_config_new (void)
   c->keepalive_count = 3;
   c->reconnect_max = 60;
   c->health_intervals = 3;
-  c->min_change_interval = 300;
   c->connect_timeout = 30;
   c->definition_max_age = 600;
   return c;
