@@ -34,6 +34,17 @@ main (int argc, char **argv)
           twed_plan_count (plan, TWED_ACTION_DEFER));
   printf ("plan: hosts=%u vms=%u cpu_s=%.3f rss_mib=%.1f\n", nhosts, nhosts * VMS_PER_HOST, t1 - t0,
           rss_mib);
+  {
+    /* twedctl plan --json of the same plan, streamed to /dev/null. */
+    FILE *null = fopen ("/dev/null", "w");
+    double j0 = bench_cpu_seconds ();
+
+    g_assert_nonnull (null);
+    g_assert_true (twed_plan_write_json (plan, TRUE, null));
+    printf ("json: vms=%u cpu_s=%.3f rss_mib=%.1f\n", plan->entries->len, bench_cpu_seconds () - j0,
+            bench_rss_mib ());
+    fclose (null);
+  }
   if (t1 - t0 >= target_cpu_s || rss_mib >= target_rss_mib)
     {
       printf ("FAIL: plan misses its target: cpu_s < %.1f and rss_mib < %.0f\n",
