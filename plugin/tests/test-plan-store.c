@@ -27,6 +27,15 @@ one_host_plan (const char *name, guint nvms, guint vcpus, gboolean reachable)
   return twed_plan_build (hosts, set, &o);
 }
 
+static guint derived_freed;
+
+static void
+count_free (gpointer p)
+{
+  derived_freed++;
+  g_free (p);
+}
+
 /* The store's totals must equal a count over its view. */
 static void
 assert_summary_matches (TwedPlanStore *store)
@@ -68,12 +77,21 @@ test_store (void)
   g_assert_cmpstr (twed_plan_store_nth (store, 0)->generated, ==, "t");
   g_assert_cmpstr (((TwedPlanHost *) g_ptr_array_index (twed_plan_store_nth (store, 2)->hosts, 0))->name, ==, "c");
 
+  /* What a consumer derives per host goes with that host's plan only. */
+  for (guint i = 0; i < 3; i++)
+    twed_plan_store_set_nth_derived (store, i, g_strdup ("x"), count_free);
+
   /* A pass over one host replaces its plan, nothing else. */
   twed_plan_store_replace (store, "a", one_host_plan ("a", 5, 2, TRUE));
+  g_assert_cmpuint (derived_freed, ==, 1);
+  g_assert_null (twed_plan_store_nth_derived (store, 0));
+  g_assert_cmpstr (twed_plan_store_nth_derived (store, 1), ==, "x");
   assert_summary_matches (store);
   g_assert_cmpuint (twed_plan_store_summary (store)->vms, ==, 8);
 
   twed_plan_store_mark_down (store, "c", "connection lost");
+  g_assert_cmpuint (derived_freed, ==, 2);
+  g_assert_null (twed_plan_store_nth_derived (store, 2));
   assert_summary_matches (store);
   g_assert_cmpuint (twed_plan_store_summary (store)->hosts_up, ==, 2);
   g_assert_cmpuint (twed_plan_store_summary (store)->vms, ==, 7);
@@ -81,6 +99,7 @@ test_store (void)
                    ==, "connection lost");
 
   twed_plan_store_retain (store, keep_not_b, NULL);
+  g_assert_cmpuint (derived_freed, ==, 3);
   assert_summary_matches (store);
   g_assert_cmpuint (twed_plan_store_size (store), ==, 2);
   g_assert_null (twed_plan_store_lookup (store, "b"));

@@ -67,6 +67,7 @@ struct _TwedEngine {
   TwedCounters counters;
   guint event_cycles;
   TwedMetricsServer *metrics_server;
+  GString *metrics_text;        /* kept between renders */
 };
 
 typedef enum {
@@ -145,9 +146,11 @@ attach_timeout (TwedEngine *e, guint ms, GSourceFunc func, gpointer data, GDestr
 static void
 render_metrics (TwedEngine *e)
 {
-  g_autofree char *text = twed_metrics_render (e->plans, &e->counters, e->config->metrics_per_vm);
   g_autoptr(GError) error = NULL;
+  const char *text;
 
+  twed_metrics_render_into (e->metrics_text, e->plans, &e->counters, e->config->metrics_per_vm);
+  text = e->metrics_text->str;
   e->rendered_at = g_get_monotonic_time ();
   if (e->config->metrics_textfile &&
       !twed_metrics_write_textfile (e->config->metrics_textfile, text, &error))
@@ -845,6 +848,7 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->debounce = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, destroy_source);
   e->retry = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, destroy_source);
   e->plans = twed_plan_store_new ();
+  e->metrics_text = g_string_new (NULL);
   e->started = g_get_monotonic_time ();
   e->budget = twed_budget_new (config->max_changes);
   e->pool = g_thread_pool_new_full (pass_thread, NULL, (GDestroyNotify) pass_job_free,
@@ -875,6 +879,7 @@ twed_engine_free (TwedEngine *e)
   twed_backend_unref_elsewhere (e->backend);
   g_clear_pointer (&e->policies, twed_policy_set_unref);
   twed_plan_store_free (e->plans);
+  g_string_free (e->metrics_text, TRUE);
   twed_budget_free (e->budget);
   twed_metrics_server_free (e->metrics_server);
   twed_config_free (e->config);

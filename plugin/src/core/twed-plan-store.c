@@ -7,7 +7,18 @@ typedef struct {
   char *host;
   TwedPlan *plan;
   TwedPlanSummary sum;    /* this plan's share of the store's summary */
+  gpointer derived;       /* twed_plan_store_set_nth_derived */
+  GDestroyNotify derived_free;
 } Stored;
+
+static void
+derived_clear (Stored *st)
+{
+  if (st->derived && st->derived_free)
+    st->derived_free (st->derived);
+  st->derived = NULL;
+  st->derived_free = NULL;
+}
 
 struct _TwedPlanStore {
   GHashTable *plans;      /* host -> Stored */
@@ -21,6 +32,7 @@ stored_free (gpointer p)
 {
   Stored *st = p;
 
+  derived_clear (st);
   twed_plan_free (st->plan);
   g_free (st->host);
   g_free (st);
@@ -93,6 +105,7 @@ twed_plan_store_replace (TwedPlanStore *store, const char *host, TwedPlan *plan)
   if (st)
     {
       account (&store->sum, &st->sum, -1);
+      derived_clear (st);
       twed_plan_free (st->plan);
     }
   else
@@ -146,6 +159,7 @@ twed_plan_store_mark_down (TwedPlanStore *store, const char *host, const char *e
   if (!st || !st->plan->hosts->len || !(h = g_ptr_array_index (st->plan->hosts, 0))->reachable)
     return;
   account (&store->sum, &st->sum, -1);
+  derived_clear (st);
   h->reachable = FALSE;
   g_free (h->error);
   h->error = g_strdup (error);
@@ -204,6 +218,28 @@ twed_plan_store_nth (TwedPlanStore *store, guint index)
 
   g_return_val_if_fail (index < o->len, NULL);
   return ((Stored *) g_ptr_array_index (o, index))->plan;
+}
+
+gpointer
+twed_plan_store_nth_derived (TwedPlanStore *store, guint index)
+{
+  GPtrArray *o = order (store);
+
+  g_return_val_if_fail (index < o->len, NULL);
+  return ((Stored *) g_ptr_array_index (o, index))->derived;
+}
+
+void
+twed_plan_store_set_nth_derived (TwedPlanStore *store, guint index, gpointer data, GDestroyNotify destroy)
+{
+  GPtrArray *o = order (store);
+  Stored *st;
+
+  g_return_if_fail (index < o->len);
+  st = g_ptr_array_index (o, index);
+  derived_clear (st);
+  st->derived = data;
+  st->derived_free = destroy;
 }
 
 const TwedPlan *

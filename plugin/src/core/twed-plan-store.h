@@ -39,6 +39,13 @@ const TwedPlanSummary *twed_plan_store_summary (TwedPlanStore *store);
  * walking the hosts after a pass over one costs no sort. */
 guint           twed_plan_store_size (TwedPlanStore *store);
 const TwedPlan *twed_plan_store_nth (TwedPlanStore *store, guint index);
+/* A slot per host for what a consumer derives from its plan (the
+ * metrics' samples): emptied (@destroy called) whenever that host's
+ * plan changes, so that the derived data is redone only for the hosts a
+ * pass touched.  One consumer per store. */
+gpointer        twed_plan_store_nth_derived (TwedPlanStore *store, guint index);
+void            twed_plan_store_set_nth_derived (TwedPlanStore *store, guint index, gpointer data,
+                                                 GDestroyNotify destroy);
 /* Every host's plan in one, sorted by host; it borrows the stored hosts
  * and entries and stays valid until the store changes.  Costs a pass
  * over every entry when the store changed since the last call. */

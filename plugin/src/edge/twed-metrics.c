@@ -66,6 +66,51 @@ sample_label (GString *s, const char *name, const char *label, const char *value
   g_string_append_printf (s, "%s{%s=\"%s\"} %u\n", name, label, value, n);
 }
 
+/* One host's lines of twed_host_up and twed_host_ratio, back to back. */
+typedef struct {
+  GString *text;
+  gsize up_len;
+} HostSamples;
+
+static void
+host_samples_free (gpointer p)
+{
+  HostSamples *hs = p;
+
+  g_string_free (hs->text, TRUE);
+  g_free (hs);
+}
+
+static HostSamples *
+host_samples (TwedPlanStore *store, guint index)
+{
+  HostSamples *hs = twed_plan_store_nth_derived (store, index);
+  const TwedPlan *p;
+
+  if (hs)
+    return hs;
+  p = twed_plan_store_nth (store, index);
+  hs = g_new0 (HostSamples, 1);
+  hs->text = g_string_new (NULL);
+  for (guint j = 0; j < p->hosts->len; j++)
+    {
+      const TwedPlanHost *h = g_ptr_array_index (p->hosts, j);
+
+      sample_host (hs->text, "twed_host_up", h->name, h->reachable ? "1" : "0");
+    }
+  hs->up_len = hs->text->len;
+  for (guint j = 0; j < p->hosts->len; j++)
+    {
+      const TwedPlanHost *h = g_ptr_array_index (p->hosts, j);
+      char num[G_ASCII_DTOSTR_BUF_SIZE];
+
+      if (h->reachable)
+        sample_host (hs->text, "twed_host_ratio", h->name, g_ascii_formatd (num, sizeof num, "%.6g", h->ratio));
+    }
+  twed_plan_store_set_nth_derived (store, index, hs, host_samples_free);
+  return hs;
+}
+
 static void
 render_per_vm (GString *s, TwedPlanStore *store)
 {
@@ -104,9 +149,18 @@ twed_metrics_render (TwedPlanStore *store, const TwedCounters *c, gboolean per_v
 {
   /* Sized for the per-host samples: no reallocation on the way. */
   GString *s = g_string_sized_new (4096 + (store ? twed_plan_store_size (store) * 96 : 0));
+
+  twed_metrics_render_into (s, store, c, per_vm);
+  return g_string_free (s, FALSE);
+}
+
+void
+twed_metrics_render_into (GString *s, TwedPlanStore *store, const TwedCounters *c, gboolean per_vm)
+{
   const TwedPlanSummary *sum;
   guint nhosts;
 
+  g_string_truncate (s, 0);
   scalar (s, "twed_cycles_total", "counter", "Passes run (one host each).",
           "%" G_GUINT64_FORMAT, c->cycles);
   scalar (s, "twed_changes_applied_total", "counter", "TWED changes applied.",
@@ -129,7 +183,7 @@ twed_metrics_render (TwedPlanStore *store, const TwedCounters *c, gboolean per_v
           "When a pass last read its host and planned it (0: never).",
           "%" G_GINT64_FORMAT, c->last_success_at);
   if (!store)
-    return g_string_free (s, FALSE);
+    return;
 
   sum = twed_plan_store_summary (store);
   family (s, "twed_hosts", "gauge", "Hosts by state in their last pass.");
@@ -142,36 +196,26 @@ twed_metrics_render (TwedPlanStore *store, const TwedCounters *c, gboolean per_v
   for (guint m = 0; m < G_N_ELEMENTS (sum->current_modes); m++)
     sample_label (s, "twed_vms_mode", "mode", twed_mode_to_string (m), sum->current_modes[m]);
 
+  /* The per-host samples are rendered once per plan of the host and
+   * kept in the store: after a pass over one host, only its lines are
+   * redone. */
   nhosts = twed_plan_store_size (store);
   family (s, "twed_host_up", "gauge", "1 if the host answered in its last pass.");
   for (guint i = 0; i < nhosts; i++)
     {
-      const TwedPlan *p = twed_plan_store_nth (store, i);
+      HostSamples *hs = host_samples (store, i);
 
-      for (guint j = 0; j < p->hosts->len; j++)
-        {
-          const TwedPlanHost *h = g_ptr_array_index (p->hosts, j);
-
-          sample_host (s, "twed_host_up", h->name, h->reachable ? "1" : "0");
-        }
+      g_string_append_len (s, hs->text->str, (gssize) hs->up_len);
     }
   family (s, "twed_host_ratio", "gauge", "vCPUs per pCPU of the host's shared pool.");
   for (guint i = 0; i < nhosts; i++)
     {
-      const TwedPlan *p = twed_plan_store_nth (store, i);
+      HostSamples *hs = twed_plan_store_nth_derived (store, i);
 
-      for (guint j = 0; j < p->hosts->len; j++)
-        {
-          const TwedPlanHost *h = g_ptr_array_index (p->hosts, j);
-          char num[G_ASCII_DTOSTR_BUF_SIZE];
-
-          if (h->reachable)
-            sample_host (s, "twed_host_ratio", h->name, g_ascii_formatd (num, sizeof num, "%.6g", h->ratio));
-        }
+      g_string_append_len (s, hs->text->str + hs->up_len, (gssize) (hs->text->len - hs->up_len));
     }
   if (per_vm)
     render_per_vm (s, store);
-  return g_string_free (s, FALSE);
 }
 
 gboolean

@@ -23,6 +23,11 @@ typedef struct {
  * (a region's VMs are a hundred megabytes of text, so that is asked
  * for). */
 char *twed_metrics_render (TwedPlanStore *store, const TwedCounters *counters, gboolean per_vm);
+/* The same into @out (emptied first): a buffer kept between renders
+ * keeps its pages, where a fresh megabyte is mapped and faulted in each
+ * time. */
+void  twed_metrics_render_into (GString *out, TwedPlanStore *store, const TwedCounters *counters,
+                                gboolean per_vm);
 
 /* node_exporter textfile collector: written atomically. */
 gboolean twed_metrics_write_textfile (const char *path, const char *text, GError **error);
