@@ -31,6 +31,9 @@
  * not return): it no longer counts against [twed] threads, so that
  * hosts that hang cannot starve the others of workers. */
 #define STUCK_AFTER_S 15
+/* Passes that finished reading wait this long at most for the others
+ * of their round before the interval's budget is granted among them. */
+#define GRANT_WAIT_MS 1000
 
 /* What a pass needs from the engine outlives it: a reload or the engine's
  * end may come while a pass still runs in the pool. */
@@ -64,6 +67,9 @@ struct _TwedEngine {
   gint64 last_success;          /* monotonic usec a pass last read and planned its host */
   gint64 last_pass_end;         /* monotonic usec any pass last ended */
   TwedBudget *budget;           /* changes granted in this interval */
+  guint reading;                /* passes in their read stage */
+  GPtrArray *waiting;           /* PassJob read, waiting for their grant */
+  GSource *grant_timer;
   TwedCounters counters;
   guint event_cycles;
   TwedMetricsServer *metrics_server;
@@ -98,6 +104,8 @@ static void request_pass (TwedEngine *e, const char *host, gboolean from_event);
 static gboolean health_func (char **text, gpointer data);
 static void start_pass (TwedEngine *e, const char *host, gboolean from_event);
 static void size_pool (TwedEngine *e);
+static gboolean pass_superseded (TwedEngine *e, const PassJob *job);
+static void finish_pass (TwedEngine *e, PassJob *job);
 
 static void
 link_clear (gpointer p)
@@ -379,6 +387,67 @@ finish_pass (TwedEngine *e, PassJob *job)
   run_wanted (e);
 }
 
+/* After its grant: the pass applies what it was granted, or ends. */
+static void
+after_grant (TwedEngine *e, PassJob *job)
+{
+  job->changes = twed_plan_count (job->plan, TWED_ACTION_CHANGE);
+  if (job->changes)
+    {
+      twed_log_host (G_LOG_LEVEL_INFO, job->host, "%u change(s) granted from the interval's budget",
+                     job->changes);
+      job->stage = PASS_APPLY;
+      g_thread_pool_push (e->pool, job, NULL);
+      return;
+    }
+  g_hash_table_remove (e->running, job);
+  finish_pass (e, job);
+  pass_job_free (job);
+}
+
+/* The passes waiting for their grant get it together: the interval's
+ * budget goes to the most overcommitted VMs of all of them, not to the
+ * host whose pass happened to finish reading first. */
+static void
+grant_waiting (TwedEngine *e)
+{
+  g_autoptr(GPtrArray) jobs = g_steal_pointer (&e->waiting);
+  g_autoptr(GPtrArray) plans = g_ptr_array_new ();
+
+  e->waiting = g_ptr_array_new ();
+  g_clear_pointer (&e->grant_timer, destroy_source);
+  for (guint i = 0; i < jobs->len; i++)
+    {
+      PassJob *job = g_ptr_array_index (jobs, i);
+
+      /* Passes started with what is still in force share one policy set. */
+      if (!pass_superseded (e, job))
+        g_ptr_array_add (plans, job->plan);
+    }
+  if (plans->len && e->policies)
+    twed_plans_apply_budget ((TwedPlan **) plans->pdata, plans->len, e->policies, e->budget);
+  for (guint i = 0; i < jobs->len; i++)
+    {
+      PassJob *job = g_ptr_array_index (jobs, i);
+
+      if (pass_superseded (e, job))
+        {
+          g_hash_table_remove (e->running, job);
+          finish_pass (e, job);
+          pass_job_free (job);
+        }
+      else
+        after_grant (e, job);
+    }
+}
+
+static gboolean
+on_grant_due (gpointer data)
+{
+  grant_waiting (data);
+  return G_SOURCE_REMOVE;
+}
+
 /* Main context: a stage of a pass ended in the pool. */
 static gboolean
 on_pass_stage_done (gpointer data)
@@ -391,24 +460,25 @@ on_pass_stage_done (gpointer data)
       pass_job_free (job);
       return G_SOURCE_REMOVE;
     }
-  if (job->stage == PASS_READ && job->plan && !pass_superseded (e, job))
+  if (job->stage == PASS_READ)
+    e->reading--;
+  if (job->stage == PASS_READ && job->plan && !pass_superseded (e, job) &&
+      !job->dry_run && twed_domain_params_available () &&
+      twed_plan_count (job->plan, TWED_ACTION_CHANGE))
     {
-      gboolean apply = !job->dry_run && twed_domain_params_available ();
-
       /* The interval's budget is shared by every host's passes; what is
-       * only logged (dry run, no API) spends none of it. */
-      if (apply)
-        twed_plan_apply_budget (job->plan, job->policies, e->budget);
-      job->changes = twed_plan_count (job->plan, TWED_ACTION_CHANGE);
-      if (apply && job->changes)
-        {
-          twed_log_host (G_LOG_LEVEL_INFO, job->host, "%u change(s) granted from the interval's budget",
-                         job->changes);
-          job->stage = PASS_APPLY;
-          g_thread_pool_push (e->pool, job, NULL);
-          return G_SOURCE_REMOVE;
-        }
+       * only logged (dry run, no API) spends none of it.  Passes still
+       * reading get a moment to join (GRANT_WAIT_MS at most: a host that
+       * hangs must not hold the others' changes). */
+      g_ptr_array_add (e->waiting, job);
+      if (!e->grant_timer)
+        e->grant_timer = attach_timeout (e, GRANT_WAIT_MS, on_grant_due, e, NULL);
+      if (e->reading == 0)
+        grant_waiting (e);
+      return G_SOURCE_REMOVE;
     }
+  if (job->stage == PASS_READ && job->plan)
+    job->changes = twed_plan_count (job->plan, TWED_ACTION_CHANGE);
   else if (job->stage == PASS_APPLY && job->plan)
     /* A change that was not made takes nothing from the budget. */
     for (guint i = 0; i < job->plan->entries->len; i++)
@@ -421,6 +491,9 @@ on_pass_stage_done (gpointer data)
   g_hash_table_remove (e->running, job);
   finish_pass (e, job);
   pass_job_free (job);
+  /* This pass was the last one reading: the waiting ones need not wait. */
+  if (e->reading == 0 && e->waiting->len)
+    grant_waiting (e);
   return G_SOURCE_REMOVE;
 }
 
@@ -474,6 +547,7 @@ start_pass (TwedEngine *e, const char *host, gboolean from_event)
   job->start = g_get_monotonic_time ();
   g_hash_table_insert (e->busy, g_strdup (host), job);
   g_hash_table_add (e->running, job);
+  e->reading++;
   g_thread_pool_push (e->pool, job, NULL);
 }
 
@@ -848,6 +922,7 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->debounce = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, destroy_source);
   e->retry = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, destroy_source);
   e->plans = twed_plan_store_new ();
+  e->waiting = g_ptr_array_new ();
   e->metrics_text = g_string_new (NULL);
   e->started = g_get_monotonic_time ();
   e->budget = twed_budget_new (config->max_changes);
@@ -866,6 +941,11 @@ twed_engine_free (TwedEngine *e)
    * results are dropped, their references released. */
   e->link->engine = NULL;
   g_thread_pool_free (e->pool, TRUE, FALSE);
+  /* Passes waiting for their grant are the engine's to free. */
+  g_clear_pointer (&e->grant_timer, destroy_source);
+  for (guint i = 0; i < e->waiting->len; i++)
+    pass_job_free (g_ptr_array_index (e->waiting, i));
+  g_ptr_array_unref (e->waiting);
   g_hash_table_unref (e->debounce);
   g_hash_table_unref (e->retry);
   g_hash_table_unref (e->busy);

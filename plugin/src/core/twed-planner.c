@@ -301,15 +301,24 @@ twed_budget_refund (TwedBudget *b, const TwedPlanEntry *e)
 void
 twed_plan_apply_budget (TwedPlan *plan, const TwedPolicySet *set, TwedBudget *budget)
 {
+  TwedPlan *one[] = { plan };
+
+  twed_plans_apply_budget (one, 1, set, budget);
+}
+
+void
+twed_plans_apply_budget (TwedPlan **plans, guint nplans, const TwedPolicySet *set, TwedBudget *budget)
+{
   g_autoptr(GPtrArray) changes = g_ptr_array_new ();
 
-  for (guint i = 0; i < plan->entries->len; i++)
-    {
-      TwedPlanEntry *e = g_ptr_array_index (plan->entries, i);
+  for (guint p = 0; p < nplans; p++)
+    for (guint i = 0; i < plans[p]->entries->len; i++)
+      {
+        TwedPlanEntry *e = g_ptr_array_index (plans[p]->entries, i);
 
-      if (e->action == TWED_ACTION_CHANGE)
-        g_ptr_array_add (changes, e);
-    }
+        if (e->action == TWED_ACTION_CHANGE)
+          g_ptr_array_add (changes, e);
+      }
   g_ptr_array_sort (changes, cmp_change_priority);
 
   for (guint i = 0; i < changes->len; i++)

@@ -82,6 +82,10 @@ void        twed_budget_refund (TwedBudget *budget, const TwedPlanEntry *entry);
 /* Turns the changes of @plan that exceed @budget into deferrals (most
  * overcommitted first get the budget) and counts the rest against it. */
 void        twed_plan_apply_budget (TwedPlan *plan, const TwedPolicySet *set, TwedBudget *budget);
+/* The same over several plans at once (passes over several hosts): the
+ * most overcommitted VMs of all of them first. */
+void        twed_plans_apply_budget (TwedPlan **plans, guint nplans, const TwedPolicySet *set,
+                                     TwedBudget *budget);
 guint     twed_plan_count (const TwedPlan *plan, TwedAction action);
 guint     twed_plan_count_result (const TwedPlan *plan, TwedResult result);
 guint     twed_plan_unreachable (const TwedPlan *plan);
