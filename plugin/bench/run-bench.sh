@@ -1,16 +1,28 @@
 #!/bin/sh
-# Runs both benchmarks and ends with their figure lines, in this order:
+# Runs the benchmarks and ends with their figure lines, in this order:
 #   plan: hosts=1000 vms=50000 cpu_s=<float> rss_mib=<float>
-#   backend: hosts=<n> reads_per_host=<float> writes=<n>
-# Targets: cpu_s < 1, rss_mib < 200, reads_per_host <= 2.  Each program
-# checks its own and exits non-zero (with a FAIL line) when it misses;
-# the figures are printed either way.
+#   plan: hosts=10000 vms=500000 cpu_s=<float> rss_mib=<float>
+#   event-cycle: vms=500000 cpu_ms=<float>
+#   metrics: vms=500000 bytes=<n> cpu_ms=<float>
+#   apply: hosts=<n> changes=<n> failed=<n> reads_per_host=<float> writes=<n>
+# Targets: 1,000 hosts cpu_s < 1 and rss_mib < 200; 10,000 hosts cpu_s < 2
+# and rss_mib < 1024; event-cycle cpu_ms < 50; metrics cpu_ms < 10;
+# reads_per_host <= 2.  Each program checks its own and exits non-zero
+# (with a FAIL line) when it misses; the figures are printed either way.
+#   run-bench.sh BENCH_PLAN BENCH_DAEMON BENCH_BACKEND [BACKEND_HOSTS]
 set -u
-plan_rc=0
-backend_rc=0
-plan_out=$("$1") || plan_rc=$?
-backend_out=$("$2" "${3:-50}") || backend_rc=$?
-printf '%s\n%s\n' "$plan_out" "$backend_out" | grep -v -e '^plan: ' -e '^backend: '
-printf '%s\n' "$plan_out" | grep '^plan: ' || echo "FAIL: bench-plan printed no figures (exit $plan_rc)"
-printf '%s\n' "$backend_out" | grep '^backend: ' || echo "FAIL: bench-backend printed no figures (exit $backend_rc)"
-[ "$plan_rc" = 0 ] && [ "$backend_rc" = 0 ]
+rc=0
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+run() { # PROGRAM ARGS...: output appended to $out
+	"$@" >>"$out" 2>&1 || { rc=1; echo "FAIL: $* exited non-zero" >>"$out"; }
+}
+run "$1" 1000 1 200
+run "$1" 10000 2 1024
+run "$2" 10000 50 10
+run "$3" "${4:-50}"
+grep -v -e '^plan: ' -e '^event-cycle: ' -e '^metrics: ' -e '^apply: ' "$out"
+for figure in 'plan: hosts=1000 ' 'plan: hosts=10000 ' 'event-cycle: ' 'metrics: ' 'apply: '; do
+	grep "^$figure" "$out" || { echo "FAIL: no '$figure' line"; rc=1; }
+done
+exit $rc

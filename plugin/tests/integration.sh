@@ -25,6 +25,8 @@ expect_rc() { # WANT DESCRIPTION COMMAND...: output in $tmp/out, $tmp/err
 
 sed "s#@DEMO@#$demo#g" "$data/hosts.in" >"$tmp/hosts"
 : >"$tmp/empty.conf"
+# The checks on the daemon's decisions read the per-VM families.
+printf '[metrics]\nper_vm=true\n' >"$tmp/pervm.conf"
 H="--hosts-file $tmp/hosts -P $demo/policies.d"
 has_api=no
 "$twedctl" --version | grep -q 'API: yes' && has_api=yes
@@ -95,7 +97,7 @@ fi
 # The daemon: a few cycles, a new policy, a bad one, SIGHUP, SIGTERM.
 mkdir -p "$tmp/pol"
 cp "$demo/policies.d/"*.json "$tmp/pol/"
-"$twedd" --config "$tmp/empty.conf" -P "$tmp/pol" -i 1 --metrics-textfile "$tmp/m.prom" --dry-run \
+"$twedd" --config "$tmp/pervm.conf" -P "$tmp/pol" -i 1 --metrics-textfile "$tmp/m.prom" --dry-run \
     -c "test://$demo/host-b.xml" -c "test://$demo/host-c.xml" -c down=test:///nonexistent/down.xml \
     2>"$tmp/log" &
 pid=$!
@@ -145,7 +147,7 @@ sed 's/"web-\*"/"none-*"/' "$data/web-override.json" >"$cm/..2026_01/20-web.json
 cp "$data/web-override.json" "$cm/..2026_02/20-web.json"
 ln -s ..2026_01 "$cm/..data"
 for f in "$cm/..2026_02/"*.json; do ln -s "..data/$(basename "$f")" "$cm/$(basename "$f")"; done
-"$twedd" --config "$tmp/empty.conf" -P "$cm" -i 3600 --metrics-textfile "$tmp/cm.prom" --dry-run \
+"$twedd" --config "$tmp/pervm.conf" -P "$cm" -i 3600 --metrics-textfile "$tmp/cm.prom" --dry-run \
     -c "test://$demo/host-b.xml" 2>"$tmp/cm.log" &
 pid=$!
 check "twedd: ConfigMap policies load" wait_for 5 grep -q 'twed_vm_target_delay{host="host-b",domain="web-1",mode="fixed"} 3' "$tmp/cm.prom"
@@ -154,6 +156,72 @@ check "twedd: a ConfigMap update (..data swapped) takes effect" \
     wait_for 5 grep -q 'twed_vm_target_delay{host="host-b",domain="web-1",mode="fixed"} 1' "$tmp/cm.prom"
 kill -TERM $pid
 wait $pid
+
+# Fleet-level metrics by default, /healthz, systemd notifications: a
+# listener stands in for systemd's notify socket.
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+printf '[metrics]\nlisten=127.0.0.1:%s\nhealth_intervals=1\n' "$port" >"$tmp/health.conf"
+/usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "a") as log:
+    while True:
+        log.write(s.recv(4096).decode() + "\n")
+        log.flush()
+' "$tmp/notify.sock" "$tmp/notify.log" &
+listener=$!
+wait_for 5 test -S "$tmp/notify.sock"
+NOTIFY_SOCKET=$tmp/notify.sock WATCHDOG_USEC=400000 sh -c 'WATCHDOG_PID=$$ exec "$@"' sh \
+    "$twedd" --config "$tmp/health.conf" -P "$demo/policies.d" -i 1 --metrics-textfile "$tmp/h.prom" --dry-run \
+    -c "test://$demo/host-b.xml" 2>"$tmp/h.log" &
+pid=$!
+check "twedd: /healthz 200 while passes succeed" wait_for 5 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$port/healthz)\" = 200 ]"
+check "twedd: /metrics served" wait_for 3 sh -c "[ \"\$(curl -s http://127.0.0.1:$port/metrics | grep -c '^twed_host_up{host=\"host-b\"} 1')\" = 1 ]"
+check "twedd: fleet families by default" grep -q '^twed_vms{action="change"} ' "$tmp/h.prom"
+check "twedd: VMs counted by mode" grep -q '^twed_vms_mode{mode="off"} ' "$tmp/h.prom"
+check "twedd: no per-VM families unless per_vm" sh -c "! grep -q '^twed_vm_' '$tmp/h.prom'"
+check "twedd: last successful pass time" wait_for 3 sh -c "[ \"\$(sed -n 's/^twed_last_cycle_success_timestamp_seconds //p' '$tmp/h.prom')\" -gt 0 ]"
+check "twedd: READY=1 sent" wait_for 3 grep -q '^READY=1' "$tmp/notify.log"
+check "twedd: watchdog petted while passes end" wait_for 3 grep -q '^WATCHDOG=1' "$tmp/notify.log"
+check "twedd: STATUS= line" wait_for 3 grep -q '^STATUS=1/1 host(s) up, 2 VM(s)' "$tmp/notify.log"
+kill -TERM $pid
+wait $pid
+kill $listener 2>/dev/null
+wait $listener 2>/dev/null
+# Only an unreachable host: no pass succeeds, health fails after one interval.
+"$twedd" --config "$tmp/health.conf" -P "$demo/policies.d" -i 1 --dry-run \
+    -c down=test:///nonexistent/down.xml 2>"$tmp/h2.log" &
+pid=$!
+check "twedd: /healthz 503 when no pass succeeded for health_intervals" \
+    wait_for 6 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$port/healthz)\" = 503 ]"
+kill -TERM $pid
+wait $pid
+
+# Logs: G_MESSAGES_DEBUG shows debug messages without --debug; JSON lines
+# with the structured fields as members.
+G_MESSAGES_DEBUG=twed "$twedd" --config "$tmp/empty.conf" -P "$demo/policies.d" -i 1 --dry-run --log-format=json \
+    -c down=test:///nonexistent/down.xml -c "test://$demo/host-b.xml" 2>"$tmp/json.log" &
+pid=$!
+check "twedd: G_MESSAGES_DEBUG honoured" wait_for 6 grep -q '"level":"debug".*"host":"down"' "$tmp/json.log"
+kill -TERM $pid
+wait $pid
+check "twedd: every log line is a JSON object with level and message" /usr/bin/python3 -c '
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert lines
+for l in lines:
+    o = json.loads(l)
+    assert o["level"] and "message" in o and o["ts"], l
+assert any(o.get("domain") == "web-1" for o in map(json.loads, lines))
+' "$tmp/json.log"
+"$twedd" --config "$tmp/empty.conf" -P "$demo/policies.d" -i 1 --dry-run \
+    -c down=test:///nonexistent/down.xml -c "test://$demo/host-b.xml" 2>"$tmp/nodebug.log" &
+pid=$!
+sleep 2.5
+kill -TERM $pid
+wait $pid
+check "twedd: no debug lines without --debug or G_MESSAGES_DEBUG" sh -c "! grep -q '^debug' '$tmp/nodebug.log'"
 
 echo "1..$n"
 [ $fails -eq 0 ]

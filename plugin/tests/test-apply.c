@@ -8,6 +8,7 @@
 #include "twed-policydir.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const char *demo_dir;
 
@@ -19,7 +20,11 @@ make_backend (void)
   const char *hosts[] = { "host-a", "host-b", "host-c" };
 
   for (guint i = 0; i < G_N_ELEMENTS (hosts); i++)
-    g_ptr_array_add (specs, twed_host_spec_new (hosts[i], g_strdup_printf ("test://%s/%s.xml", demo_dir, hosts[i])));
+    {
+      g_autofree char *uri = g_strdup_printf ("test://%s/%s.xml", demo_dir, hosts[i]);
+
+      g_ptr_array_add (specs, twed_host_spec_new (hosts[i], uri));
+    }
   g_ptr_array_add (specs, twed_host_spec_new ("down", "test:///nonexistent/down.xml"));
   return twed_backend_new (specs, &o);
 }
@@ -72,6 +77,8 @@ test_round_trip (void)
   failed = twed_backend_apply (b, p1, FALSE);
   g_assert_cmpuint (failed, ==, 1);
   g_assert_cmpuint (find (p1, "web-2")->result, ==, TWED_RESULT_FAILED);
+  /* libvirt's error code is kept in the report. */
+  g_assert_nonnull (strstr (find (p1, "web-2")->error, "(libvirt error "));
   g_assert_cmpuint (twed_plan_count_result (p1, TWED_RESULT_APPLIED), ==, changes - 1);
 
   p2 = plan (b, set);
@@ -86,7 +93,62 @@ test_round_trip (void)
         g_assert_true (twed_setting_equal (&after->current, &before->current));
     }
   g_assert_cmpuint (find (p2, "web-1")->action, ==, TWED_ACTION_KEEP);
+  /* The failed VM backs off with its error instead of failing again
+   * every cycle (web-2 is shut off now: its config change would work). */
+  g_assert_cmpuint (find (p2, "web-2")->action, ==, TWED_ACTION_DEFER);
+  g_assert_nonnull (strstr (find (p2, "web-2")->reason, "its last change failed (1 in a row, next try in "));
+  g_assert_nonnull (strstr (find (p2, "web-2")->reason, "(libvirt error "));
   g_assert_cmpuint (find (p2, "legacy-1")->current.mode, ==, TWED_MODE_OFF);
+}
+
+static TwedPolicySet *
+policy_all_fixed (guint delay)
+{
+  g_autofree char *json = g_strdup_printf ("{\"version\":1,\"name\":\"all-fixed\",\"priority\":100,"
+                                           "\"beyond\":{\"mode\":\"fixed\",\"delay\":%u}}", delay);
+  TwedPolicySet *set = twed_policy_set_new ();
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (json, strlen (json), "all-fixed.json", NULL), NULL));
+  return set;
+}
+
+/* A VM changed less than min_change_interval ago is not changed again,
+ * whatever the policy now asks; the others are. */
+static void
+test_min_change_interval (void)
+{
+  g_autofree char *pdir = g_build_filename (demo_dir, "policies.d", NULL);
+  g_autoptr(TwedPolicySet) set = twed_policy_dir_load (pdir, NULL);
+  g_autoptr(TwedPolicySet) fixed1 = policy_all_fixed (1);
+  g_autoptr(TwedBackend) b = make_backend ();
+  g_autoptr(TwedPlan) p1 = plan (b, set);
+  g_autoptr(TwedPlan) p2 = NULL;
+  g_autoptr(TwedPlan) p3 = NULL;
+  guint held = 0, changed = 0;
+
+  twed_backend_set_min_change_interval (b, 300);
+  g_assert_cmpuint (twed_backend_apply (b, p1, FALSE), ==, 0);
+  p2 = plan (b, fixed1);
+  for (guint i = 0; i < p2->entries->len; i++)
+    {
+      TwedPlanEntry *after = g_ptr_array_index (p2->entries, i);
+      TwedPlanEntry *before = find (p1, after->domain);
+
+      if (before->result == TWED_RESULT_APPLIED && after->action != TWED_ACTION_KEEP)
+        {
+          g_assert_cmpuint (after->action, ==, TWED_ACTION_DEFER);
+          g_assert_nonnull (strstr (after->reason, "min_change_interval 300 s"));
+          held++;
+        }
+      else if (before->result != TWED_RESULT_APPLIED && after->action == TWED_ACTION_CHANGE)
+        changed++;
+    }
+  g_assert_cmpuint (held, >=, 3);
+  g_assert_cmpuint (changed, >=, 1);
+  /* A reload that lowers the interval releases them. */
+  twed_backend_set_min_change_interval (b, 0);
+  p3 = plan (b, fixed1);
+  g_assert_cmpuint (twed_plan_count (p3, TWED_ACTION_DEFER), ==, 0);
 }
 
 static void
@@ -121,5 +183,6 @@ main (int argc, char **argv)
   twed_libvirt_init (FALSE);
   g_test_add_func ("/apply/round-trip", test_round_trip);
   g_test_add_func ("/apply/manual-pin", test_manual_pin);
+  g_test_add_func ("/apply/min-change-interval", test_min_change_interval);
   return g_test_run ();
 }

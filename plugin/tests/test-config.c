@@ -123,6 +123,26 @@ test_uri_names (void)
   g_assert_false (twed_uri_check ("qemu_x://h/system", NULL, NULL));
 }
 
+/* The one NAME=URI parser: [twed] hosts, --connect of twedd and twedctl. */
+static void
+test_host_items (void)
+{
+  g_autoptr(TwedConfig) c = twed_config_new ();
+  g_autoptr(GError) e = NULL;
+
+  g_assert_true (twed_config_add_host_item (c, " n1 = qemu+tls://node1/system", NULL));
+  g_assert_true (twed_config_add_host_item (c, "test:///srv/demo/host-a.xml", NULL));
+  /* '=' after the scheme's ':' belongs to the URI. */
+  g_assert_true (twed_config_add_host_item (c, "qemu+ssh://node2/system?keyfile=/k", NULL));
+  g_assert_cmpuint (c->hosts->len, ==, 3);
+  g_assert_cmpstr (((TwedHostSpec *) g_ptr_array_index (c->hosts, 0))->name, ==, "n1");
+  g_assert_cmpstr (((TwedHostSpec *) g_ptr_array_index (c->hosts, 0))->uri, ==, "qemu+tls://node1/system");
+  g_assert_cmpstr (((TwedHostSpec *) g_ptr_array_index (c->hosts, 1))->name, ==, "host-a");
+  g_assert_cmpstr (((TwedHostSpec *) g_ptr_array_index (c->hosts, 2))->name, ==, "node2");
+  g_assert_false (twed_config_add_host_item (c, "=test:///default", &e));
+  g_assert_nonnull (strstr (e->message, "empty host name"));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -131,5 +151,6 @@ main (int argc, char **argv)
   g_test_add_func ("/config/errors", test_errors);
   g_test_add_func ("/config/hosts-file", test_hosts_file);
   g_test_add_func ("/config/uri-names", test_uri_names);
+  g_test_add_func ("/config/host-items", test_host_items);
   return g_test_run ();
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "test-util.h"
+#include "twed-domxml.h"
 
 static const char *xml_full =
   "<domain type='kvm' id='3'>\n"

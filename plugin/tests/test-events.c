@@ -6,7 +6,7 @@
 #include "twedd-engine.h"
 #include "twed-libvirt.h"
 #include "twed-log.h"
-#include "twed-apply-api.h"
+#include "twed-domain-params.h"
 
 #include <signal.h>
 
@@ -117,7 +117,7 @@ test_budget_holds (void)
   g_autoptr(TwedEngine) e = NULL;
   g_autoptr(virDomain) dom = NULL;
 
-  if (!twed_apply_api_available ())
+  if (!twed_domain_params_available ())
     {
       g_test_skip ("built without the twed libvirt API: nothing is applied");
       return;
@@ -135,6 +135,100 @@ test_budget_holds (void)
   g_assert_cmpint (virDomainCreate (dom), ==, 0);
   g_assert_true (wait_for (passes_done, e, 5000));
   g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, ==, 1);
+}
+
+/* The interval's budget goes to the most overcommitted VMs of the
+ * fleet, not to the host read first: with one worker, host-b (2:1) is
+ * read before host-c (4:1), and the one change the cap allows is
+ * host-c's. */
+static void
+test_fleet_priority (void)
+{
+  TwedConfig *config = twed_config_new ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *uri_b = g_strdup_printf ("test://%s/host-b.xml", demo_dir);
+  g_autofree char *uri_c = g_strdup_printf ("test://%s/host-c.xml", demo_dir);
+  g_autoptr(TwedEngine) e = NULL;
+  const TwedPlan *plan;
+  guint on_b = 0, on_c = 0;
+
+  if (!twed_domain_params_available ())
+    {
+      g_test_skip ("built without the twed libvirt API: nothing is applied");
+      return;
+    }
+  g_free (config->policy_dir);
+  config->policy_dir = g_build_filename (demo_dir, "policies.d", NULL);
+  config->interval = 3600;
+  config->max_changes = 1;
+  config->threads = 1;
+  g_assert_true (twed_config_add_host (config, NULL, uri_b, NULL));
+  g_assert_true (twed_config_add_host (config, NULL, uri_c, NULL));
+  e = twed_engine_new (config, FALSE);
+  g_assert_true (twed_engine_start (e, &error));
+  g_assert_no_error (error);
+  passes_wanted = 2;
+  g_assert_true (wait_for (passes_done, e, 5000));
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, ==, 1);
+  plan = twed_engine_get_last_plan (e);
+  for (guint i = 0; i < plan->entries->len; i++)
+    {
+      const TwedPlanEntry *en = g_ptr_array_index (plan->entries, i);
+
+      if (en->result != TWED_RESULT_APPLIED)
+        continue;
+      on_b += g_str_equal (en->host, "host-b");
+      on_c += g_str_equal (en->host, "host-c");
+      g_assert_cmpfloat (en->ratio, >=, 4.0);
+    }
+  g_assert_cmpuint (on_b, ==, 0);
+  g_assert_cmpuint (on_c, ==, 1);
+}
+
+/* The daemon's own changes come back as tunable events; they prompt no
+ * pass.  A change made by someone else does. */
+static void
+test_own_events_quiet (void)
+{
+  g_autoptr(TwedEngine) e = NULL;
+  g_autoptr(virDomain) dom = NULL;
+  TwedSetting other = { TWED_MODE_FIXED, 5, 5, 5 };
+  g_autoptr(GError) error = NULL;
+  guint64 applied;
+  guint events;
+  gint64 until;
+
+  if (!twed_domain_params_available ())
+    {
+      g_test_skip ("built without the twed libvirt API: nothing is applied");
+      return;
+    }
+  e = start_demo_engine (0, FALSE);
+  passes_wanted = 2;
+  g_assert_true (wait_for (passes_done, e, 5000));
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, >=, 3);
+  /* The events of those changes have had time to arrive and settle. */
+  until = g_get_monotonic_time () + 1000 * 1000;
+  while (g_get_monotonic_time () < until)
+    g_main_context_iteration (NULL, FALSE), g_usleep (10000);
+  g_assert_true (twed_engine_idle (e));
+  g_assert_cmpuint (twed_engine_get_event_cycles (e), ==, 0);
+  /* What was applied shows as current without a pass reading it back. */
+  g_assert_cmpuint (find (twed_engine_get_last_plan (e), "web-1")->current.mode, ==, TWED_MODE_FIXED);
+
+  events = twed_engine_get_event_cycles (e);
+  applied = twed_engine_get_counters (e)->changes_applied;
+  dom = virDomainLookupByName (twed_backend_get_connection (twed_engine_get_backend (e), "host-b"), "web-1");
+  g_assert_nonnull (dom);
+  g_assert_true (twed_domain_params_set (dom, &other, TRUE, FALSE, &error));
+  g_assert_no_error (error);
+  passes_wanted = twed_engine_get_counters (e)->cycles + 1;
+  g_assert_true (wait_for (passes_done, e, 5000));
+  g_assert_cmpuint (twed_engine_get_event_cycles (e), >, events);
+  /* ...which read fixed:5 and put the policy's setting back. */
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, ==, applied + 1);
+  g_assert_cmpuint (find (twed_engine_get_last_plan (e), "web-1")->result, ==, TWED_RESULT_APPLIED);
+  g_assert_cmpuint (find (twed_engine_get_last_plan (e), "web-1")->current.delay, ==, 3);
 }
 
 /* A libvirtd connection that breaks must not end twedd by SIGPIPE. */
@@ -158,6 +252,8 @@ main (int argc, char **argv)
   twed_libvirt_init (TRUE);
   g_test_add_func ("/engine/start-event", test_start_event);
   g_test_add_func ("/engine/budget-holds", test_budget_holds);
+  g_test_add_func ("/engine/own-events-quiet", test_own_events_quiet);
+  g_test_add_func ("/engine/fleet-priority", test_fleet_priority);
   g_test_add_func ("/libvirt/sigpipe-ignored", test_sigpipe_ignored);
   return g_test_run ();
 }

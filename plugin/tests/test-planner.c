@@ -8,6 +8,7 @@ make_host (const char *name, guint ncpus, const guint *vcpus, guint n)
   TwedHost *h = twed_host_new (name, "test:///x");
 
   h->reachable = TRUE;
+  h->support = TWED_SUPPORT_YES;
   h->ncpus = ncpus;
   for (guint i = 0; i < n; i++)
     {
@@ -85,6 +86,7 @@ test_band_boundary_grid (void)
           if ((double) vcpus != want)
             continue;
           h->reachable = TRUE;
+          h->support = TWED_SUPPORT_YES;
           h->ncpus = p;
           if (shape == 0)
             add_dom (h, "one", vcpus, NULL);      /* one VM, every vCPU floating */
@@ -222,16 +224,24 @@ test_optout_pinned_notwed (void)
   TwedHost *h = make_host ("a", 2, vcpus, 3);
   TwedHost *no = make_host ("b", 2, vcpus, 1);
   TwedHost *down = twed_host_new ("c", "qemu+ssh://c/system");
+  TwedHost *unknown = make_host ("d", 2, vcpus, 1);
 
   ((TwedDomain *) g_ptr_array_index (h->domains, 0))->manage = TWED_MANAGE_OPTOUT;
   ((TwedDomain *) g_ptr_array_index (h->domains, 1))->manage = TWED_MANAGE_PINNED;
   no->support = TWED_SUPPORT_NO;
+  /* Unknown support (an x86 host, a read-only connection) fails closed. */
+  unknown->support = TWED_SUPPORT_UNKNOWN;
+  unknown->support_reason = g_strdup ("read-only connection");
   down->error = g_strdup ("cannot connect");
   g_ptr_array_add (hosts, h);
   g_ptr_array_add (hosts, no);
   g_ptr_array_add (hosts, down);
+  g_ptr_array_add (hosts, unknown);
   plan = plan_hosts (hosts, set);
-  g_assert_cmpuint (plan->entries->len, ==, 4);
+  g_assert_cmpuint (plan->entries->len, ==, 5);
+  g_assert_cmpuint (entry (plan, 4)->action, ==, TWED_ACTION_SKIP);
+  g_assert_cmpstr (entry (plan, 4)->reason, ==, "TWED support unknown (read-only connection)");
+  g_assert_true (twed_setting_equal (&entry (plan, 4)->target, &entry (plan, 4)->current));
   g_assert_cmpuint (entry (plan, 0)->action, ==, TWED_ACTION_SKIP);
   g_assert_nonnull (strstr (entry (plan, 0)->reason, "opted out"));
   g_assert_cmpuint (entry (plan, 1)->action, ==, TWED_ACTION_SKIP);

@@ -22,7 +22,7 @@ test_errors (void)
     { HEAD "\"beyond\":{\"mode\":\"off\",\"delay\":1}}", "$.beyond: mode \"off\" takes no" },
     { HEAD "\"beyond\":{\"mode\":\"fixed\",\"delay\":6}}", "$.beyond.delay: 6 exceeds 5" },
     { HEAD "\"beyond\":{\"mode\":\"fixed\",\"delay\":1.5}}", "$.beyond.delay: expected an integer" },
-    { HEAD "\"beyond\":{\"mode\":\"dynamic\",\"delay\":1,\"min\":2,\"max\":3}}", "$.beyond: min (2) must not exceed delay (1)" },
+    { HEAD "\"beyond\":{\"mode\":\"dynamic\",\"delay\":1,\"min\":2,\"max\":3}}", "$.beyond: \"min\" (2) must not exceed \"delay\" (1)" },
     { HEAD "\"bands\":[{\"up_to\":1,\"mode\":\"off\"},{\"up_to\":\"2\",\"mode\":\"off\"}],\"beyond\":{\"mode\":\"off\"}}", "$.bands[1].up_to: expected a number" },
     { HEAD "\"bands\":[{\"up_to\":2,\"mode\":\"off\"},{\"up_to\":1,\"mode\":\"off\"}],\"beyond\":{\"mode\":\"off\"}}", "$.bands[1].up_to: 1 must be greater than" },
     { HEAD "\"match\":{\"hosts\":[\"a\",3]},\"beyond\":{\"mode\":\"off\"}}", "$.match.hosts[1]: expected a string" },
@@ -128,6 +128,44 @@ test_default_policy (void)
   g_assert_cmpuint (twed_policy_band_setting (p, twed_policy_band_index (p, 9.0))->max, <=, TWED_DELAY_SAFE_LIMIT);
 }
 
+/* The one check of a written setting, as twedctl set and the policy
+ * parser both use it: what each mode takes, the limit, the order. */
+static void
+test_setting_validate (void)
+{
+  static const TwedFieldNames cli = { "--delay", "--min", "--max", "--allow-long-delays" };
+  static const struct {
+    TwedSetting s;
+    TwedFields present;
+    guint limit;
+    TwedFields field;
+    const char *msg;
+  } cases[] = {
+    { { TWED_MODE_OFF, 0, 0, 0 }, 0, 5, 0, NULL },
+    { { TWED_MODE_OFF, 1, 0, 0 }, TWED_FIELD_DELAY, 5, 0, "mode \"off\" takes no --delay, --min or --max" },
+    { { TWED_MODE_FIXED, 0, 0, 0 }, 0, 5, 0, "mode \"fixed\" needs --delay" },
+    { { TWED_MODE_FIXED, 2, 1, 0 }, TWED_FIELD_DELAY | TWED_FIELD_MIN, 5, 0, "takes no --min or --max" },
+    { { TWED_MODE_FIXED, 6, 0, 0 }, TWED_FIELD_DELAY, 5, TWED_FIELD_DELAY, "6 exceeds 5; delays of 6 and more" },
+    { { TWED_MODE_FIXED, 6, 0, 0 }, TWED_FIELD_DELAY, 15, 0, NULL },
+    { { TWED_MODE_DYNAMIC, 2, 1, 9 }, TWED_FIELD_DELAY | TWED_FIELD_MIN | TWED_FIELD_MAX, 5, TWED_FIELD_MAX, "9 exceeds 5" },
+    { { TWED_MODE_DYNAMIC, 2, 1, 4 }, TWED_FIELD_DELAY | TWED_FIELD_MAX, 5, 0, "needs --delay, --min and --max" },
+    { { TWED_MODE_DYNAMIC, 4, 1, 3 }, TWED_FIELD_DELAY | TWED_FIELD_MIN | TWED_FIELD_MAX, 5, 0, "--delay (4) must not exceed --max (3)" },
+    { { TWED_MODE_DYNAMIC, 2, 1, 4 }, TWED_FIELD_DELAY | TWED_FIELD_MIN | TWED_FIELD_MAX, 5, 0, NULL },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) e = NULL;
+      TwedFields field = 7;
+      gboolean ok = twed_setting_validate (&cases[i].s, cases[i].present, cases[i].limit, &cli, &field, &e);
+
+      g_assert_cmpint (ok, ==, cases[i].msg == NULL);
+      g_assert_cmpint (field, ==, cases[i].field);
+      if (cases[i].msg && !strstr (e->message, cases[i].msg))
+        g_error ("case %u: got '%s', want '%s'", i, e->message, cases[i].msg);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -136,5 +174,6 @@ main (int argc, char **argv)
   g_test_add_func ("/policy/parse-full", test_parse_full);
   g_test_add_func ("/policy/precedence", test_precedence);
   g_test_add_func ("/policy/default", test_default_policy);
+  g_test_add_func ("/policy/setting-validate", test_setting_validate);
   return g_test_run ();
 }

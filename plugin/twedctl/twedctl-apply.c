@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "twedctl.h"
-#include "twed-apply-api.h"
+#include "twed-domain-params.h"
 
 int
 twedctl_apply (Twedctl *ctl, int argc, char **argv)
@@ -13,7 +13,6 @@ twedctl_apply (Twedctl *ctl, int argc, char **argv)
     { NULL }
   };
   g_autoptr(TwedPlan) plan = NULL;
-  g_autofree char *out = NULL;
   guint changes, failed = 0, applied;
   int rc = TWEDCTL_EXIT_OK;
 
@@ -27,22 +26,30 @@ twedctl_apply (Twedctl *ctl, int argc, char **argv)
 
   plan = twedctl_make_plan (ctl);
   changes = twed_plan_count (plan, TWED_ACTION_CHANGE);
-  if (changes && !dry_run && !twed_apply_api_available ())
+  if (changes && !dry_run && !twed_domain_params_available ())
     {
-      out = ctl->json ? twed_plan_to_json (plan, TRUE) : twed_plan_to_table (plan, FALSE);
-      twedctl_print (out);
       if (ctl->json)
-        twedctl_print ("\n");
+        twedctl_print_json (plan);
+      else
+        {
+          g_autofree char *out = twed_plan_to_table (plan, FALSE);
+
+          twedctl_print (out);
+        }
       return twedctl_fail (TWEDCTL_EXIT_UNSUPPORTED, "%u change(s) planned, none applied: %s", changes,
                            TWED_API_MISSING_MESSAGE);
     }
   if (changes)
     failed = twed_backend_apply (ctl->backend, plan, dry_run);
   applied = twed_plan_count_result (plan, TWED_RESULT_APPLIED);
-  out = ctl->json ? twed_plan_to_json (plan, TRUE) : twed_plan_to_table (plan, FALSE);
-  twedctl_print (out);
   if (ctl->json)
-    twedctl_print ("\n");
+    twedctl_print_json (plan);
+  else
+    {
+      g_autofree char *out = twed_plan_to_table (plan, FALSE);
+
+      twedctl_print (out);
+    }
   if (!ctl->json)
     {
       g_autofree char *line = dry_run ? g_strdup_printf ("dry run: %u change(s) would be applied\n", changes)

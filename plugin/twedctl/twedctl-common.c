@@ -3,6 +3,7 @@
 #include "twedctl.h"
 #include "twed-libvirt.h"
 
+#include <errno.h>
 #include <stdio.h>
 
 int
@@ -23,6 +24,14 @@ twedctl_print (const char *text)
 {
   fputs (text, stdout);
   fflush (stdout);
+}
+
+/* Streamed: a region's plan is hundreds of megabytes of JSON. */
+void
+twedctl_print_json (const TwedPlan *plan)
+{
+  if (!twed_plan_write_json (plan, TRUE, stdout))
+    g_printerr ("twedctl: writing the plan failed: %s\n", g_strerror (errno));
 }
 
 char *
@@ -88,26 +97,11 @@ twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean need_policies, gboole
   if (ctl->connect || ctl->hosts_file)
     g_ptr_array_set_size (ctl->config->hosts, 0);
   for (guint i = 0; ctl->connect && ctl->connect[i]; i++)
-    {
-      const char *item = ctl->connect[i];
-      const char *eq = strchr (item, '=');
-      const char *colon = strchr (item, ':');
-      gboolean ok;
-
-      if (eq && (!colon || eq < colon))
-        {
-          g_autofree char *host = g_strndup (item, eq - item);
-
-          ok = twed_config_add_host (ctl->config, host, eq + 1, &error);
-        }
-      else
-        ok = twed_config_add_host (ctl->config, NULL, item, &error);
-      if (!ok)
-        {
-          g_prefix_error (&error, "--connect: ");
-          goto usage;
-        }
-    }
+    if (!twed_config_add_host_item (ctl->config, ctl->connect[i], &error))
+      {
+        g_prefix_error (&error, "--connect: ");
+        goto usage;
+      }
   if (ctl->hosts_file && !twed_config_load_hosts_file (ctl->config, ctl->hosts_file, &error))
     goto usage;
   if (need_hosts && ctl->config->hosts->len == 0)
@@ -139,7 +133,15 @@ twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean need_policies, gboole
   if (!ctl->policies)
     goto usage;
 
-  twed_libvirt_init (FALSE);
+  /* With libvirt's event loop running (on a thread: twedctl has no
+   * main loop), remote connections get keepalive, the timeout of every
+   * call. */
+  twed_libvirt_init (TRUE);
+  twed_libvirt_run_events ();
+  bo.keepalive_interval = ctl->config->keepalive_interval;
+  bo.keepalive_count = ctl->config->keepalive_count;
+  bo.connect_timeout = ctl->config->connect_timeout;
+  bo.min_change_interval = ctl->config->min_change_interval;
   bo.threads = ctl->threads ? (guint) ctl->threads : ctl->config->threads;
   /* Commands that only read still open read-write when they may: libvirt
    * gives domain capabilities (TWED support) to writers only, and a plan

@@ -9,7 +9,6 @@ twedctl_hosts (Twedctl *ctl, int argc, char **argv)
     { NULL }
   };
   g_autoptr(TwedPlan) plan = NULL;
-  g_autofree char *out = NULL;
   int rc = TWEDCTL_EXIT_OK;
 
   if (!twedctl_parse (ctl, "hosts", NULL, "Show each host: reachability, pCPUs (shared and dedicated), "
@@ -20,9 +19,13 @@ twedctl_hosts (Twedctl *ctl, int argc, char **argv)
   if (argc > 1)
     return twedctl_fail (TWEDCTL_EXIT_USAGE, "hosts: unexpected argument '%s'", argv[1]);
   plan = twedctl_make_plan (ctl);
-  out = ctl->json ? twed_plan_to_json (plan, TRUE) : twed_plan_hosts_to_table (plan);
-  twedctl_print (out);
   if (ctl->json)
-    twedctl_print ("\n");
+    twedctl_print_json (plan);
+  else
+    {
+      g_autofree char *out = twed_plan_hosts_to_table (plan);
+
+      twedctl_print (out);
+    }
   return twed_plan_unreachable (plan) ? TWEDCTL_EXIT_PARTIAL : TWEDCTL_EXIT_OK;
 }

@@ -11,7 +11,6 @@ twedctl_plan (Twedctl *ctl, int argc, char **argv)
     { NULL }
   };
   g_autoptr(TwedPlan) plan = NULL;
-  g_autofree char *out = NULL;
   int rc = TWEDCTL_EXIT_OK;
 
   if (!twedctl_parse (ctl, "plan", NULL, "Read every host, match each VM to its policy and print what "
@@ -21,9 +20,13 @@ twedctl_plan (Twedctl *ctl, int argc, char **argv)
   if (argc > 1)
     return twedctl_fail (TWEDCTL_EXIT_USAGE, "plan: unexpected argument '%s'", argv[1]);
   plan = twedctl_make_plan (ctl);
-  out = ctl->json ? twed_plan_to_json (plan, TRUE) : twed_plan_to_table (plan, all);
-  twedctl_print (out);
   if (ctl->json)
-    twedctl_print ("\n");
+    twedctl_print_json (plan);
+  else
+    {
+      g_autofree char *out = twed_plan_to_table (plan, all);
+
+      twedctl_print (out);
+    }
   return twed_plan_unreachable (plan) ? TWEDCTL_EXIT_PARTIAL : TWEDCTL_EXIT_OK;
 }

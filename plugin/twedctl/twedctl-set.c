@@ -32,26 +32,21 @@ twedctl_set (Twedctl *ctl, int argc, char **argv)
     return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: give exactly one of --mode, --auto, --opt-out");
   if (mode)
     {
+      static const TwedFieldNames names = { "--delay", "--min", "--max", "--allow-long-delays" };
       guint limit = allow_long ? TWED_DELAY_LIMIT : TWED_DELAY_SAFE_LIMIT;
+      TwedFields field = 0;
 
       if (!twed_mode_from_string (mode, &s.mode))
         return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: --mode: want off, fixed or dynamic, got '%s'", mode);
-      if (s.mode == TWED_MODE_OFF && (delay >= 0 || min >= 0 || max >= 0))
-        return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: --mode off takes no --delay, --min or --max");
-      if (s.mode == TWED_MODE_FIXED && (delay < 0 || min >= 0 || max >= 0))
-        return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: --mode fixed needs --delay and takes no --min/--max");
-      if (s.mode == TWED_MODE_DYNAMIC && (delay < 0 || min < 0 || max < 0))
-        return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: --mode dynamic needs --delay, --min and --max");
-      if (delay > (int) limit || min > (int) limit || max > (int) limit)
-        return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: values above %u %s", limit,
-                             allow_long ? "are out of range" :
-                             "collapse throughput; add --allow-long-delays if you mean it");
       s.delay = delay < 0 ? 0 : (guint) delay;
       s.min = min < 0 ? 0 : (guint) min;
       s.max = max < 0 ? 0 : (guint) max;
+      if (!twed_setting_validate (&s, (delay >= 0 ? TWED_FIELD_DELAY : 0) | (min >= 0 ? TWED_FIELD_MIN : 0) |
+                                  (max >= 0 ? TWED_FIELD_MAX : 0), limit, &names, &field, &error))
+        return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: %s%s%s",
+                             field == TWED_FIELD_DELAY ? names.delay : field == TWED_FIELD_MIN ? names.min
+                             : field == TWED_FIELD_MAX ? names.max : "", field ? ": " : "", error->message);
       twed_setting_normalize (&s);
-      if (!twed_setting_check (&s, &error))
-        return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: %s", error->message);
     }
   else if (delay >= 0 || min >= 0 || max >= 0 || allow_long)
     return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: --delay/--min/--max need --mode");

@@ -46,11 +46,14 @@ int
 twedctl_print_status (Twedctl *ctl)
 {
   g_autoptr(TwedPlan) plan = twedctl_make_plan (ctl);
-  g_autofree char *out = ctl->json ? twed_plan_to_json (plan, TRUE) : status_table (plan);
-
-  twedctl_print (out);
   if (ctl->json)
-    twedctl_print ("\n");
+    twedctl_print_json (plan);
+  else
+    {
+      g_autofree char *out = status_table (plan);
+
+      twedctl_print (out);
+    }
   return twed_plan_unreachable (plan) ? TWEDCTL_EXIT_PARTIAL : TWEDCTL_EXIT_OK;
 }
 

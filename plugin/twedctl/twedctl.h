@@ -62,5 +62,6 @@ char     *twedctl_now_iso (void);
 int       twedctl_print_status (Twedctl *ctl);
 int       twedctl_fail (int code, const char *fmt, ...) G_GNUC_PRINTF (2, 3);
 void      twedctl_print (const char *text);
+void      twedctl_print_json (const TwedPlan *plan);
 
 G_END_DECLS

@@ -15,7 +15,7 @@
  * between planning and applying. */
 #include "config.h"
 #include "twedd-engine.h"
-#include "twed-apply-api.h"
+#include "twed-domain-params.h"
 #include "twed-log.h"
 #include "twed-policydir.h"
 
@@ -31,6 +31,9 @@
  * not return): it no longer counts against [twed] threads, so that
  * hosts that hang cannot starve the others of workers. */
 #define STUCK_AFTER_S 15
+/* Passes that finished reading wait this long at most for the others
+ * of their round before the interval's budget is granted among them. */
+#define GRANT_WAIT_MS 1000
 
 /* What a pass needs from the engine outlives it: a reload or the engine's
  * end may come while a pass still runs in the pool. */
@@ -59,12 +62,18 @@ struct _TwedEngine {
   GHashTable *wanted;           /* host -> GINT (from an event): due next */
   GHashTable *debounce;         /* host -> GSource: event pass soon */
   GHashTable *retry;            /* host -> GSource: reconnect or re-read */
-  GHashTable *plans;            /* host -> TwedPlan of its last pass */
-  TwedPlan *view;               /* every host's plan, borrowed; NULL = stale */
+  TwedPlanStore *plans;         /* every host's plan of its last pass */
+  gint64 started;               /* monotonic usec */
+  gint64 last_success;          /* monotonic usec a pass last read and planned its host */
+  gint64 last_pass_end;         /* monotonic usec any pass last ended */
   TwedBudget *budget;           /* changes granted in this interval */
+  guint reading;                /* passes in their read stage */
+  GPtrArray *waiting;           /* PassJob read, waiting for their grant */
+  GSource *grant_timer;
   TwedCounters counters;
   guint event_cycles;
   TwedMetricsServer *metrics_server;
+  GString *metrics_text;        /* kept between renders */
 };
 
 typedef enum {
@@ -92,8 +101,11 @@ typedef struct {
 } PassJob;
 
 static void request_pass (TwedEngine *e, const char *host, gboolean from_event);
+static gboolean health_func (char **text, gpointer data);
 static void start_pass (TwedEngine *e, const char *host, gboolean from_event);
 static void size_pool (TwedEngine *e);
+static gboolean pass_superseded (TwedEngine *e, const PassJob *job);
+static void finish_pass (TwedEngine *e, PassJob *job);
 
 static void
 link_clear (gpointer p)
@@ -139,54 +151,14 @@ attach_timeout (TwedEngine *e, guint ms, GSourceFunc func, gpointer data, GDestr
   return src;
 }
 
-static int
-cmp_str (gconstpointer a, gconstpointer b)
-{
-  return strcmp (*(const char *const *) a, *(const char *const *) b);
-}
-
-/* Every host's last plan in one, borrowing their hosts and entries
- * (arrays without free functions: twed_plan_free releases the view
- * alone), sorted by host as twed_plan_build sorts. */
-static const TwedPlan *
-plan_view (TwedEngine *e)
-{
-  g_autoptr(GPtrArray) names = g_ptr_array_new ();
-  GHashTableIter it;
-  gpointer key;
-
-  if (e->view)
-    return e->view;
-  g_hash_table_iter_init (&it, e->plans);
-  while (g_hash_table_iter_next (&it, &key, NULL))
-    g_ptr_array_add (names, key);
-  g_ptr_array_sort (names, cmp_str);
-  e->view = g_new0 (TwedPlan, 1);
-  e->view->generated = g_strdup ("");
-  e->view->hosts = g_ptr_array_new ();
-  e->view->entries = g_ptr_array_new ();
-  for (guint i = 0; i < names->len; i++)
-    {
-      const TwedPlan *p = g_hash_table_lookup (e->plans, g_ptr_array_index (names, i));
-
-      g_ptr_array_extend (e->view->hosts, p->hosts, NULL, NULL);
-      g_ptr_array_extend (e->view->entries, p->entries, NULL, NULL);
-    }
-  return e->view;
-}
-
-static void
-plans_changed (TwedEngine *e)
-{
-  g_clear_pointer (&e->view, twed_plan_free);
-}
-
 static void
 render_metrics (TwedEngine *e)
 {
-  g_autofree char *text = twed_metrics_render (plan_view (e), &e->counters);
   g_autoptr(GError) error = NULL;
+  const char *text;
 
+  twed_metrics_render_into (e->metrics_text, e->plans, &e->counters, e->config->metrics_per_vm);
+  text = e->metrics_text->str;
   e->rendered_at = g_get_monotonic_time ();
   if (e->config->metrics_textfile &&
       !twed_metrics_write_textfile (e->config->metrics_textfile, text, &error))
@@ -375,6 +347,7 @@ finish_pass (TwedEngine *e, PassJob *job)
       return;
     }
   e->counters.cycles++;
+  e->last_pass_end = g_get_monotonic_time ();
   e->counters.cycle_seconds = (double) (g_get_monotonic_time () - job->start) / G_USEC_PER_SEC;
   if (job->from_event)
     e->event_cycles++;
@@ -384,23 +357,95 @@ finish_pass (TwedEngine *e, PassJob *job)
     {
       e->counters.changes_failed += job->failed;
       e->counters.changes_applied += job->applied;
-      if (job->changes && (job->dry_run || !twed_apply_api_available ()))
+      if (job->changes && (job->dry_run || !twed_domain_params_available ()))
         log_would_change (job->plan);
       g_info ("cycle %" G_GUINT64_FORMAT " for %s: %u VM(s), %u change(s), %u deferred, %s",
               e->counters.cycles, job->host, job->plan->entries->len, job->changes,
               twed_plan_count (job->plan, TWED_ACTION_DEFER),
               twed_plan_unreachable (job->plan) ? "unreachable" : "reachable");
-      if (job->backend == e->backend)
+      if (!twed_plan_unreachable (job->plan))
         {
-          g_hash_table_replace (e->plans, g_strdup (job->host), g_steal_pointer (&job->plan));
-          plans_changed (e);
+          e->last_success = e->last_pass_end;
+          e->counters.last_success_at = g_get_real_time () / G_USEC_PER_SEC;
         }
+      /* What was applied is in force now: the daemon's own tunable
+       * events no longer prompt a pass that would read it back. */
+      for (guint i = 0; job->applied && i < job->plan->entries->len; i++)
+        {
+          TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, i);
+
+          if (en->result == TWED_RESULT_APPLIED)
+            en->current = en->target;
+        }
+      if (job->backend == e->backend)
+        twed_plan_store_replace (e->plans, job->host, g_steal_pointer (&job->plan));
     }
   twed_backend_counters (e->backend, &e->counters.libvirt_reads, &e->counters.libvirt_writes);
   if (job->backend == e->backend)
     schedule_followups (e, job->inventory);
   render_soon (e);
   run_wanted (e);
+}
+
+/* After its grant: the pass applies what it was granted, or ends. */
+static void
+after_grant (TwedEngine *e, PassJob *job)
+{
+  job->changes = twed_plan_count (job->plan, TWED_ACTION_CHANGE);
+  if (job->changes)
+    {
+      twed_log_host (G_LOG_LEVEL_INFO, job->host, "%u change(s) granted from the interval's budget",
+                     job->changes);
+      job->stage = PASS_APPLY;
+      g_thread_pool_push (e->pool, job, NULL);
+      return;
+    }
+  g_hash_table_remove (e->running, job);
+  finish_pass (e, job);
+  pass_job_free (job);
+}
+
+/* The passes waiting for their grant get it together: the interval's
+ * budget goes to the most overcommitted VMs of all of them, not to the
+ * host whose pass happened to finish reading first. */
+static void
+grant_waiting (TwedEngine *e)
+{
+  g_autoptr(GPtrArray) jobs = g_steal_pointer (&e->waiting);
+  g_autoptr(GPtrArray) plans = g_ptr_array_new ();
+
+  e->waiting = g_ptr_array_new ();
+  g_clear_pointer (&e->grant_timer, destroy_source);
+  for (guint i = 0; i < jobs->len; i++)
+    {
+      PassJob *job = g_ptr_array_index (jobs, i);
+
+      /* Passes started with what is still in force share one policy set. */
+      if (!pass_superseded (e, job))
+        g_ptr_array_add (plans, job->plan);
+    }
+  if (plans->len && e->policies)
+    twed_plans_apply_budget ((TwedPlan **) plans->pdata, plans->len, e->policies, e->budget);
+  for (guint i = 0; i < jobs->len; i++)
+    {
+      PassJob *job = g_ptr_array_index (jobs, i);
+
+      if (pass_superseded (e, job))
+        {
+          g_hash_table_remove (e->running, job);
+          finish_pass (e, job);
+          pass_job_free (job);
+        }
+      else
+        after_grant (e, job);
+    }
+}
+
+static gboolean
+on_grant_due (gpointer data)
+{
+  grant_waiting (data);
+  return G_SOURCE_REMOVE;
 }
 
 /* Main context: a stage of a pass ended in the pool. */
@@ -415,22 +460,25 @@ on_pass_stage_done (gpointer data)
       pass_job_free (job);
       return G_SOURCE_REMOVE;
     }
-  if (job->stage == PASS_READ && job->plan && !pass_superseded (e, job))
+  if (job->stage == PASS_READ)
+    e->reading--;
+  if (job->stage == PASS_READ && job->plan && !pass_superseded (e, job) &&
+      !job->dry_run && twed_domain_params_available () &&
+      twed_plan_count (job->plan, TWED_ACTION_CHANGE))
     {
-      gboolean apply = !job->dry_run && twed_apply_api_available ();
-
       /* The interval's budget is shared by every host's passes; what is
-       * only logged (dry run, no API) spends none of it. */
-      if (apply)
-        twed_plan_apply_budget (job->plan, job->policies, e->budget);
-      job->changes = twed_plan_count (job->plan, TWED_ACTION_CHANGE);
-      if (apply && job->changes)
-        {
-          job->stage = PASS_APPLY;
-          g_thread_pool_push (e->pool, job, NULL);
-          return G_SOURCE_REMOVE;
-        }
+       * only logged (dry run, no API) spends none of it.  Passes still
+       * reading get a moment to join (GRANT_WAIT_MS at most: a host that
+       * hangs must not hold the others' changes). */
+      g_ptr_array_add (e->waiting, job);
+      if (!e->grant_timer)
+        e->grant_timer = attach_timeout (e, GRANT_WAIT_MS, on_grant_due, e, NULL);
+      if (e->reading == 0)
+        grant_waiting (e);
+      return G_SOURCE_REMOVE;
     }
+  if (job->stage == PASS_READ && job->plan)
+    job->changes = twed_plan_count (job->plan, TWED_ACTION_CHANGE);
   else if (job->stage == PASS_APPLY && job->plan)
     /* A change that was not made takes nothing from the budget. */
     for (guint i = 0; i < job->plan->entries->len; i++)
@@ -443,6 +491,9 @@ on_pass_stage_done (gpointer data)
   g_hash_table_remove (e->running, job);
   finish_pass (e, job);
   pass_job_free (job);
+  /* This pass was the last one reading: the waiting ones need not wait. */
+  if (e->reading == 0 && e->waiting->len)
+    grant_waiting (e);
   return G_SOURCE_REMOVE;
 }
 
@@ -496,6 +547,7 @@ start_pass (TwedEngine *e, const char *host, gboolean from_event)
   job->start = g_get_monotonic_time ();
   g_hash_table_insert (e->busy, g_strdup (host), job);
   g_hash_table_add (e->running, job);
+  e->reading++;
   g_thread_pool_push (e->pool, job, NULL);
 }
 
@@ -536,6 +588,7 @@ on_cycle_timer (gpointer data)
 
   /* A new interval: a new budget, and what was deferred gets its turn. */
   new_budget (e);
+  g_info ("interval starts: budget renewed");
   request_pass (e, NULL, FALSE);
   return G_SOURCE_CONTINUE;
 }
@@ -572,16 +625,7 @@ event_notice_free (gpointer p)
 static void
 mark_host_down (TwedEngine *e, const char *host)
 {
-  TwedPlan *plan = g_hash_table_lookup (e->plans, host);
-  TwedPlanHost *h;
-
-  if (!plan || !plan->hosts->len || !(h = g_ptr_array_index (plan->hosts, 0))->reachable)
-    return;
-  h->reachable = FALSE;
-  g_free (h->error);
-  h->error = g_strdup ("connection lost, reconnecting");
-  g_ptr_array_set_size (plan->entries, 0);
-  plans_changed (e);
+  twed_plan_store_mark_down (e->plans, host, "connection lost, reconnecting");
   render_soon (e);
 }
 
@@ -691,7 +735,8 @@ same_backend (const TwedConfig *a, const TwedConfig *b)
 {
   if (a->hosts->len != b->hosts->len || a->threads != b->threads ||
       a->keepalive_interval != b->keepalive_interval || a->keepalive_count != b->keepalive_count ||
-      a->reconnect_max != b->reconnect_max)
+      a->reconnect_max != b->reconnect_max || a->connect_timeout != b->connect_timeout ||
+      a->definition_max_age != b->definition_max_age)
     return FALSE;
   for (guint i = 0; i < a->hosts->len; i++)
     {
@@ -713,6 +758,9 @@ setup_backend (TwedEngine *e)
     .keepalive_interval = e->config->keepalive_interval,
     .keepalive_count = e->config->keepalive_count,
     .reconnect_max = e->config->reconnect_max,
+    .connect_timeout = e->config->connect_timeout,
+    .min_change_interval = e->config->min_change_interval,
+    .definition_max_age = e->config->definition_max_age,
   };
 
   /* Passes still running keep the old backend until they end; their
@@ -726,8 +774,10 @@ setup_backend (TwedEngine *e)
 }
 
 static gboolean
-configured (const TwedConfig *c, const char *host)
+configured (const char *host, gpointer data)
 {
+  const TwedConfig *c = data;
+
   for (guint i = 0; i < c->hosts->len; i++)
     if (g_str_equal (((TwedHostSpec *) g_ptr_array_index (c->hosts, i))->name, host))
       return TRUE;
@@ -739,7 +789,7 @@ configured (const TwedConfig *c, const char *host)
 static void
 forget_removed_hosts (TwedEngine *e)
 {
-  GHashTable *tables[] = { e->plans, e->retry, e->debounce, e->wanted };
+  GHashTable *tables[] = { e->retry, e->debounce, e->wanted };
 
   for (guint t = 0; t < G_N_ELEMENTS (tables); t++)
     {
@@ -748,10 +798,10 @@ forget_removed_hosts (TwedEngine *e)
 
       g_hash_table_iter_init (&it, tables[t]);
       while (g_hash_table_iter_next (&it, &key, NULL))
-        if (!configured (e->config, key))
+        if (!configured (key, e->config))
           g_hash_table_iter_remove (&it);
     }
-  plans_changed (e);
+  twed_plan_store_retain (e->plans, configured, e->config);
 }
 
 static void
@@ -802,7 +852,9 @@ twed_engine_start (TwedEngine *e, GError **error)
   if (e->config->metrics_listen &&
       !(e->metrics_server = twed_metrics_server_new (e->config->metrics_listen, error)))
     return FALSE;
-  if (!twed_apply_api_available () && !e->dry_run)
+  if (e->metrics_server)
+    twed_metrics_server_set_health (e->metrics_server, health_func, e);
+  if (!twed_domain_params_available () && !e->dry_run)
     g_warning ("plan only: %s", TWED_API_MISSING_MESSAGE);
   twed_engine_reload_policies (e);
   setup_monitor (e);
@@ -829,6 +881,8 @@ twed_engine_reload_config (TwedEngine *e, TwedConfig *config)
     {
       g_clear_pointer (&e->metrics_server, twed_metrics_server_free);
       e->metrics_server = server;
+      if (server)
+        twed_metrics_server_set_health (server, health_func, e);
     }
   /* Unchanged hosts keep their connections and cached definitions. */
   keep_backend = same_backend (e->config, config);
@@ -837,6 +891,8 @@ twed_engine_reload_config (TwedEngine *e, TwedConfig *config)
   e->dry_run = e->dry_run_option || config->dry_run;
   if (!keep_backend)
     setup_backend (e);
+  else
+    twed_backend_set_min_change_interval (e->backend, config->min_change_interval);
   forget_removed_hosts (e);
   setup_monitor (e);
   /* The interval starts again, and so does its budget. */
@@ -865,7 +921,10 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->wanted = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   e->debounce = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, destroy_source);
   e->retry = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, destroy_source);
-  e->plans = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) twed_plan_free);
+  e->plans = twed_plan_store_new ();
+  e->waiting = g_ptr_array_new ();
+  e->metrics_text = g_string_new (NULL);
+  e->started = g_get_monotonic_time ();
   e->budget = twed_budget_new (config->max_changes);
   e->pool = g_thread_pool_new_full (pass_thread, NULL, (GDestroyNotify) pass_job_free,
                                     (int) MAX (config->threads, 1u), FALSE, NULL);
@@ -882,6 +941,11 @@ twed_engine_free (TwedEngine *e)
    * results are dropped, their references released. */
   e->link->engine = NULL;
   g_thread_pool_free (e->pool, TRUE, FALSE);
+  /* Passes waiting for their grant are the engine's to free. */
+  g_clear_pointer (&e->grant_timer, destroy_source);
+  for (guint i = 0; i < e->waiting->len; i++)
+    pass_job_free (g_ptr_array_index (e->waiting, i));
+  g_ptr_array_unref (e->waiting);
   g_hash_table_unref (e->debounce);
   g_hash_table_unref (e->retry);
   g_hash_table_unref (e->busy);
@@ -894,8 +958,8 @@ twed_engine_free (TwedEngine *e)
   g_clear_object (&e->monitor);
   twed_backend_unref_elsewhere (e->backend);
   g_clear_pointer (&e->policies, twed_policy_set_unref);
-  plans_changed (e);
-  g_hash_table_unref (e->plans);
+  twed_plan_store_free (e->plans);
+  g_string_free (e->metrics_text, TRUE);
   twed_budget_free (e->budget);
   twed_metrics_server_free (e->metrics_server);
   twed_config_free (e->config);
@@ -911,6 +975,59 @@ twed_engine_idle (TwedEngine *e)
          g_hash_table_size (e->wanted) == 0 && !e->first_pass;
 }
 
+/* Since when nothing has gone right: the last pass that read its host
+ * and planned it, or the start. */
+static gint64
+since_success (TwedEngine *e)
+{
+  return g_get_monotonic_time () - MAX (e->last_success, e->started);
+}
+
+gboolean
+twed_engine_healthy (TwedEngine *e, char **text)
+{
+  gint64 limit = (gint64) e->config->health_intervals * e->config->interval * G_USEC_PER_SEC;
+  gint64 since = since_success (e);
+  gboolean ok = since <= limit;
+
+  if (text)
+    *text = g_strdup_printf ("%s: %s %.0f s ago (limit %u interval(s), %u s)\n", ok ? "ok" : "unhealthy",
+                             e->last_success ? "a pass last read and planned its host" : "started, no pass has succeeded yet;",
+                             (double) since / G_USEC_PER_SEC, e->config->health_intervals,
+                             e->config->health_intervals * e->config->interval);
+  return ok;
+}
+
+gboolean
+twed_engine_progressing (TwedEngine *e)
+{
+  /* Passes end at least once an interval (the timer starts one per
+   * host), and one stuck on a silent host gives up within the connect
+   * timeout: two intervals and that margin without any pass ending
+   * means the engine is wedged. */
+  gint64 limit = ((gint64) 2 * e->config->interval + 2 * STUCK_AFTER_S) * G_USEC_PER_SEC;
+
+  return g_get_monotonic_time () - MAX (e->last_pass_end, e->started) <= limit;
+}
+
+char *
+twed_engine_status (TwedEngine *e)
+{
+  const TwedPlanSummary *sum = twed_plan_store_summary (e->plans);
+
+  return g_strdup_printf ("%u/%u host(s) up, %u VM(s), %u change(s) pending, %u deferred; "
+                          "%" G_GUINT64_FORMAT " applied, %" G_GUINT64_FORMAT " failed since start%s",
+                          sum->hosts_up, e->config->hosts->len, sum->vms, sum->actions[TWED_ACTION_CHANGE],
+                          sum->actions[TWED_ACTION_DEFER], e->counters.changes_applied,
+                          e->counters.changes_failed, e->dry_run ? " (dry run)" : "");
+}
+
+static gboolean
+health_func (char **text, gpointer data)
+{
+  return twed_engine_healthy (data, text);
+}
+
 TwedBackend *
 twed_engine_get_backend (TwedEngine *e)
 {
@@ -920,7 +1037,7 @@ twed_engine_get_backend (TwedEngine *e)
 const TwedPlan *
 twed_engine_get_last_plan (TwedEngine *e)
 {
-  return plan_view (e);
+  return twed_plan_store_view (e->plans);
 }
 
 const TwedCounters *

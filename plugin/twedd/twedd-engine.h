@@ -29,6 +29,15 @@ gboolean twed_engine_reload_config (TwedEngine *engine, TwedConfig *config);
 /* No pass runs or waits for its debounce (for tests). */
 gboolean twed_engine_idle (TwedEngine *engine);
 
+/* A pass read and planned its host within [metrics] health_intervals
+ * intervals (or the engine started that recently); @text: why, for
+ * /healthz.  */
+gboolean twed_engine_healthy (TwedEngine *engine, char **text);
+/* Passes keep ending (whatever they found): the systemd watchdog. */
+gboolean twed_engine_progressing (TwedEngine *engine);
+/* One line for systemd's STATUS=. */
+char    *twed_engine_status (TwedEngine *engine);
+
 TwedBackend         *twed_engine_get_backend (TwedEngine *engine);
 const TwedPlan      *twed_engine_get_last_plan (TwedEngine *engine);
 const TwedCounters  *twed_engine_get_counters (TwedEngine *engine);

@@ -19,6 +19,8 @@ typedef struct {
   char **connect;
   int interval;
   char *textfile;
+  guint64 watchdog_usec;    /* WATCHDOG_USEC, 0 = no watchdog */
+  gboolean wedged_logged;
 } Daemon;
 
 static void
@@ -29,6 +31,50 @@ notify (const char *state)
 #else
   (void) state;
 #endif
+}
+
+/* Runs on the main loop, so a blocked main loop stops the pets as well
+ * as passes that no longer end do. */
+static gboolean
+on_status_tick (gpointer data)
+{
+  Daemon *d = data;
+  g_autofree char *status = twed_engine_status (d->engine);
+  g_autofree char *line = g_strdup_printf ("STATUS=%s", status);
+
+  notify (line);
+  if (!d->watchdog_usec)
+    return G_SOURCE_CONTINUE;
+  if (twed_engine_progressing (d->engine))
+    {
+      notify ("WATCHDOG=1");
+      d->wedged_logged = FALSE;
+    }
+  else if (!d->wedged_logged)
+    {
+      g_warning ("no pass has ended for two intervals: not petting the watchdog");
+      d->wedged_logged = TRUE;
+    }
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+setup_watchdog (Daemon *d)
+{
+  guint period_ms = 10000;
+
+#if HAVE_LIBSYSTEMD
+  uint64_t usec = 0;
+
+  if (sd_watchdog_enabled (0, &usec) > 0 && usec > 0)
+    {
+      d->watchdog_usec = usec;
+      /* Twice per period, as sd_watchdog_enabled(3) advises. */
+      period_ms = (guint) MAX (usec / 2000, 1);
+      g_message ("systemd watchdog: %" G_GUINT64_FORMAT " ms", (guint64) (usec / 1000));
+    }
+#endif
+  g_timeout_add (MIN (period_ms, 10000u), on_status_tick, d);
 }
 
 static gboolean
@@ -43,17 +89,11 @@ apply_overrides (Daemon *d, TwedConfig *config, GError **error)
     {
       g_ptr_array_set_size (config->hosts, 0);
       for (guint i = 0; d->connect[i]; i++)
-        {
-          const char *eq = strchr (d->connect[i], '=');
-          const char *colon = strchr (d->connect[i], ':');
-          g_autofree char *name = eq && (!colon || eq < colon) ? g_strndup (d->connect[i], eq - d->connect[i]) : NULL;
-
-          if (!twed_config_add_host (config, name, name ? eq + 1 : d->connect[i], error))
-            {
-              g_prefix_error (error, "--connect: ");
-              return FALSE;
-            }
-        }
+        if (!twed_config_add_host_item (config, d->connect[i], error))
+          {
+            g_prefix_error (error, "--connect: ");
+            return FALSE;
+          }
     }
   if (d->interval)
     {
@@ -121,6 +161,8 @@ main (int argc, char **argv)
 {
   Daemon d = { 0 };
   gboolean dry_run = FALSE, debug = FALSE, version = FALSE;
+  g_autofree char *log_format = NULL;
+  TwedLogFormat format;
   const GOptionEntry entries[] = {
     { "config", 0, 0, G_OPTION_ARG_FILENAME, &d.config_path, "Configuration file (default " TWED_DEFAULT_CONFIG ")", "FILE" },
     { "policy-dir", 'P', 0, G_OPTION_ARG_FILENAME, &d.policy_dir, "Policy directory", "DIR" },
@@ -129,6 +171,7 @@ main (int argc, char **argv)
     { "metrics-textfile", 0, 0, G_OPTION_ARG_FILENAME, &d.textfile, "Prometheus textfile to write", "FILE" },
     { "dry-run", 'n', 0, G_OPTION_ARG_NONE, &dry_run, "Plan and log, apply nothing", NULL },
     { "debug", 'd', 0, G_OPTION_ARG_NONE, &debug, "Log debug messages", NULL },
+    { "log-format", 0, 0, G_OPTION_ARG_STRING, &log_format, "Log lines on stderr as text or json (default: TWED_LOG_FORMAT, else text)", "FORMAT" },
     { "version", 0, 0, G_OPTION_ARG_NONE, &version, "Print the version", NULL },
     { NULL }
   };
@@ -151,6 +194,15 @@ main (int argc, char **argv)
       return 0;
     }
   twed_log_init (debug ? TWED_LOG_DEBUG : TWED_LOG_NORMAL);
+  if (log_format)
+    {
+      if (!twed_log_format_from_string (log_format, &format))
+        {
+          fprintf (stderr, "twedd: --log-format: want text or json, got '%s'\n", log_format);
+          return 2;
+        }
+      twed_log_set_format (format);
+    }
   if (!(config = load_config (&d, &error)))
     {
       g_critical ("%s", error->message);
@@ -170,6 +222,7 @@ main (int argc, char **argv)
   g_unix_signal_add (SIGINT, on_sigterm, &d);
   g_message ("started (version %s)", PACKAGE_VERSION);
   notify ("READY=1");
+  setup_watchdog (&d);
   g_main_loop_run (d.loop);
 
 out:

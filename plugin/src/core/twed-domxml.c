@@ -2,7 +2,7 @@
 /* Reads what the planner needs from a libvirt domain XML document.
  * GMarkup keeps the core free of another XML library; namespaces are
  * resolved here because <metadata> children carry their own prefixes. */
-#include "twed-inventory.h"
+#include "twed-domxml.h"
 
 #include <string.h>
 

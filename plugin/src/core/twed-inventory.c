@@ -57,6 +57,7 @@ twed_domain_free (TwedDomain *dom)
   g_ptr_array_unref (dom->affinity);
   g_ptr_array_unref (dom->meta);
   g_free (dom->flavor);
+  g_free (dom->hold);
   g_free (dom->load_error);
   g_free (dom);
 }
@@ -92,6 +93,7 @@ twed_domain_copy (const TwedDomain *src)
     }
   dom->flavor = g_strdup (src->flavor);
   dom->load_error = g_strdup (src->load_error);
+  dom->hold = g_strdup (src->hold);
   dom->ratio = src->ratio;
   return dom;
 }
@@ -148,6 +150,7 @@ twed_host_free (TwedHost *host)
     return;
   g_free (host->name);
   g_free (host->uri);
+  g_free (host->support_reason);
   g_free (host->error);
   if (host->online)
     g_array_unref (host->online);

@@ -42,6 +42,9 @@ typedef struct {
    * The load then counts the last known vCPUs and pinning, and the
    * planner leaves the domain alone until it is read again. */
   char *load_error;
+  /* Why the domain must not be changed now (changed too recently, or
+   * its last change failed and backs off); NULL when it may be. */
+  char *hold;
 
   /* Filled by twed_host_compute(). */
   double ratio;
@@ -57,6 +60,7 @@ typedef struct {
   guint ncpus;             /* pCPUs the host has (ids 0..ncpus-1) */
   GArray *online;          /* online pCPU ids, NULL = all */
   TwedSupport support;
+  char *support_reason;    /* why support is unknown, NULL = not said */
   GPtrArray *domains;      /* TwedDomain */
 
   /* Filled by twed_host_compute(). */
@@ -85,8 +89,6 @@ GArray  *twed_cpuset_parse (const char *str, GError **error);
 char    *twed_cpuset_format (GArray *set);
 GArray  *twed_cpuset_copy (GArray *set);
 
-/* Parses virDomainGetXMLDesc() output; no I/O. */
-TwedDomain *twed_domain_parse_xml (const char *xml, GError **error);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedDomain, twed_domain_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedHost, twed_host_free)

@@ -155,6 +155,15 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
       e->action = TWED_ACTION_SKIP;
       e->reason = g_strdup ("host reports no TWED support (domain capabilities)");
     }
+  else if (host->support == TWED_SUPPORT_UNKNOWN)
+    {
+      /* Fail closed: a change to a host that may not support TWED (an
+       * x86 host, a read-only connection) fails every cycle and, sorted
+       * by ratio, takes the budget from hosts that do. */
+      e->action = TWED_ACTION_SKIP;
+      e->reason = g_strdup_printf ("TWED support unknown (%s)",
+                                   host->support_reason ? host->support_reason : "not reported");
+    }
   else if (!dom->active && !dom->persistent)
     {
       e->action = TWED_ACTION_SKIP;
@@ -176,6 +185,11 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
           e->target = e->current;
           e->reason = g_strdup_printf ("ratio %.2f within hysteresis %.2f of band %s",
                                        dom->ratio, pol->hysteresis, kb);
+        }
+      else if (dom->hold)
+        {
+          e->action = TWED_ACTION_DEFER;
+          e->reason = g_strdup_printf ("ratio %.2f in band %s; deferred: %s", dom->ratio, e->band, dom->hold);
         }
       else
         {
@@ -201,14 +215,19 @@ cmp_change_priority (gconstpointer a, gconstpointer b)
 }
 
 static int
-cmp_entry (gconstpointer a, gconstpointer b)
+cmp_entry_domain (gconstpointer a, gconstpointer b)
 {
   const TwedPlanEntry *x = *(TwedPlanEntry *const *) a, *y = *(TwedPlanEntry *const *) b;
-  int c;
 
-  if ((c = g_strcmp0 (x->host, y->host)))
-    return c;
   return g_strcmp0 (x->domain, y->domain);
+}
+
+static int
+cmp_host_name (gconstpointer a, gconstpointer b)
+{
+  const TwedHost *x = *(TwedHost *const *) a, *y = *(TwedHost *const *) b;
+
+  return g_strcmp0 (x->name, y->name);
 }
 
 static const TwedPolicy *
@@ -282,15 +301,24 @@ twed_budget_refund (TwedBudget *b, const TwedPlanEntry *e)
 void
 twed_plan_apply_budget (TwedPlan *plan, const TwedPolicySet *set, TwedBudget *budget)
 {
+  TwedPlan *one[] = { plan };
+
+  twed_plans_apply_budget (one, 1, set, budget);
+}
+
+void
+twed_plans_apply_budget (TwedPlan **plans, guint nplans, const TwedPolicySet *set, TwedBudget *budget)
+{
   g_autoptr(GPtrArray) changes = g_ptr_array_new ();
 
-  for (guint i = 0; i < plan->entries->len; i++)
-    {
-      TwedPlanEntry *e = g_ptr_array_index (plan->entries, i);
+  for (guint p = 0; p < nplans; p++)
+    for (guint i = 0; i < plans[p]->entries->len; i++)
+      {
+        TwedPlanEntry *e = g_ptr_array_index (plans[p]->entries, i);
 
-      if (e->action == TWED_ACTION_CHANGE)
-        g_ptr_array_add (changes, e);
-    }
+        if (e->action == TWED_ACTION_CHANGE)
+          g_ptr_array_add (changes, e);
+      }
   g_ptr_array_sort (changes, cmp_change_priority);
 
   for (guint i = 0; i < changes->len; i++)
@@ -334,6 +362,15 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
   plan->hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) plan_host_free);
   plan->entries = g_ptr_array_new_with_free_func ((GDestroyNotify) entry_free);
 
+  g_autoptr(GPtrArray) by_name = g_ptr_array_sized_new (hosts->len);
+  guint nentries = 0;
+
+  g_ptr_array_extend (by_name, hosts, NULL, NULL);
+
+  for (guint h = 0; h < hosts->len; h++)
+    nentries += ((const TwedHost *) g_ptr_array_index (hosts, h))->domains->len;
+  g_ptr_array_unref (plan->entries);
+  plan->entries = g_ptr_array_new_full (nentries, (GDestroyNotify) entry_free);
   for (guint h = 0; h < hosts->len; h++)
     {
       const TwedHost *host = g_ptr_array_index (hosts, h);
@@ -351,12 +388,22 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
       ph->support = host->support;
       ph->ndomains = host->domains->len;
       g_ptr_array_add (plan->hosts, ph);
+    }
+  /* Sorted by host, then domain: hosts by name, each host's entries
+   * among themselves (a sort of the whole fleet's entries compared
+   * host names most of the time). */
+  g_ptr_array_sort (by_name, cmp_host_name);
+  for (guint h = 0; h < by_name->len; h++)
+    {
+      const TwedHost *host = g_ptr_array_index (by_name, h);
+      guint first = plan->entries->len;
+
       if (!host->reachable)
         continue;
       for (guint d = 0; d < host->domains->len; d++)
         g_ptr_array_add (plan->entries, plan_domain (host, g_ptr_array_index (host->domains, d), set));
+      qsort (plan->entries->pdata + first, plan->entries->len - first, sizeof (gpointer), cmp_entry_domain);
     }
-  g_ptr_array_sort (plan->entries, cmp_entry);
   {
     g_autoptr(TwedBudget) budget = twed_budget_new (opts ? opts->max_changes_global : 0);
 

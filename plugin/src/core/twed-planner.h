@@ -3,6 +3,8 @@
 
 #include "twed-policy.h"
 
+#include <stdio.h>
+
 G_BEGIN_DECLS
 
 typedef enum {
@@ -80,6 +82,10 @@ void        twed_budget_refund (TwedBudget *budget, const TwedPlanEntry *entry);
 /* Turns the changes of @plan that exceed @budget into deferrals (most
  * overcommitted first get the budget) and counts the rest against it. */
 void        twed_plan_apply_budget (TwedPlan *plan, const TwedPolicySet *set, TwedBudget *budget);
+/* The same over several plans at once (passes over several hosts): the
+ * most overcommitted VMs of all of them first. */
+void        twed_plans_apply_budget (TwedPlan **plans, guint nplans, const TwedPolicySet *set,
+                                     TwedBudget *budget);
 guint     twed_plan_count (const TwedPlan *plan, TwedAction action);
 guint     twed_plan_count_result (const TwedPlan *plan, TwedResult result);
 guint     twed_plan_unreachable (const TwedPlan *plan);
@@ -89,6 +95,9 @@ const char *twed_result_to_string (TwedResult result);
 
 /* Serialisers: schemas/twed-plan.schema.json and a fixed-width table. */
 char *twed_plan_to_json (const TwedPlan *plan, gboolean pretty);
+/* The same, written to @out as it is produced, with a final newline;
+ * FALSE when writing failed. */
+gboolean twed_plan_write_json (const TwedPlan *plan, gboolean pretty, FILE *out);
 char *twed_plan_to_table (const TwedPlan *plan, gboolean all);
 char *twed_plan_hosts_to_table (const TwedPlan *plan);
 

@@ -280,17 +280,13 @@ parse_match (JsonNode *node, const char *path, TwedPolicy *pol, GError **error)
 }
 
 static gboolean
-parse_level (JsonObject *obj, const char *member, const char *path, guint limit,
-             guint *out, GError **error)
+parse_level (JsonObject *obj, const char *member, const char *path, guint *out, GError **error)
 {
   g_autofree char *p = member_path (path, member);
   gint64 v;
 
   if (!get_int (json_object_get_member (obj, member), p, 0, TWED_DELAY_LIMIT, &v, error))
     return FALSE;
-  if (v > limit)
-    return bad (error, p, "%" G_GINT64_FORMAT " exceeds %u; delays of 6 and more "
-                "collapse throughput and need \"allow_long_delays\": true", v, limit);
   *out = (guint) v;
   return TRUE;
 }
@@ -303,7 +299,11 @@ parse_setting (JsonNode *node, const char *path, const char *const *allowed,
   JsonObject *obj;
   const char *mode;
   g_autofree char *p_mode = member_path (path, "mode");
+  static const TwedFieldNames names = { "\"delay\"", "\"min\"", "\"max\"", "\"allow_long_delays\": true" };
+  g_autoptr(GError) local = NULL;
+  TwedFields field = 0;
   gboolean has_delay, has_min, has_max;
+  TwedFields present;
 
   if (!check_object (node, path, allowed, required, error))
     return FALSE;
@@ -317,35 +317,21 @@ parse_setting (JsonNode *node, const char *path, const char *const *allowed,
   has_min = json_object_has_member (obj, "min");
   has_max = json_object_has_member (obj, "max");
   s->delay = s->min = s->max = 0;
-  if (has_delay && !parse_level (obj, "delay", path, limit, &s->delay, error))
+  if (has_delay && !parse_level (obj, "delay", path, &s->delay, error))
     return FALSE;
-  if (has_min && !parse_level (obj, "min", path, limit, &s->min, error))
+  if (has_min && !parse_level (obj, "min", path, &s->min, error))
     return FALSE;
-  if (has_max && !parse_level (obj, "max", path, limit, &s->max, error))
+  if (has_max && !parse_level (obj, "max", path, &s->max, error))
     return FALSE;
-
-  switch (s->mode)
+  present = (has_delay ? TWED_FIELD_DELAY : 0) | (has_min ? TWED_FIELD_MIN : 0) | (has_max ? TWED_FIELD_MAX : 0);
+  if (!twed_setting_validate (s, present, limit, &names, &field, &local))
     {
-    case TWED_MODE_OFF:
-      if (has_delay || has_min || has_max)
-        return bad (error, path, "mode \"off\" takes no delay, min or max");
-      break;
-    case TWED_MODE_FIXED:
-      if (!has_delay)
-        return bad (error, path, "mode \"fixed\" needs \"delay\"");
-      if (has_min || has_max)
-        return bad (error, path, "mode \"fixed\" takes no min or max");
-      break;
-    case TWED_MODE_DYNAMIC:
-    default:
-      if (!has_delay || !has_min || !has_max)
-        return bad (error, path, "mode \"dynamic\" needs \"delay\", \"min\" and \"max\"");
-      break;
+      const char *member = field == TWED_FIELD_DELAY ? "delay" : field == TWED_FIELD_MIN ? "min"
+                           : field == TWED_FIELD_MAX ? "max" : NULL;
+      g_autofree char *p = member ? member_path (path, member) : g_strdup (path);
+
+      return bad (error, p, "%s", local->message);
     }
-  if (has_delay && has_min && s->min > s->delay)
-    return bad (error, path, "min (%u) must not exceed delay (%u)", s->min, s->delay);
-  if (has_delay && has_max && s->delay > s->max)
-    return bad (error, path, "delay (%u) must not exceed max (%u)", s->delay, s->max);
   twed_setting_normalize (s);
   return TRUE;
 }

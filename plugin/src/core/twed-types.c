@@ -71,28 +71,91 @@ twed_setting_equal (const TwedSetting *a, const TwedSetting *b)
   return x.mode == y.mode && x.delay == y.delay && x.min == y.min && x.max == y.max;
 }
 
+static const TwedFieldNames plain_names = { "delay", "min", "max", "a higher limit" };
+
 gboolean
-twed_setting_check (const TwedSetting *s, GError **error)
+twed_setting_validate (const TwedSetting *s, TwedFields present, guint limit,
+                       const TwedFieldNames *names, TwedFields *field, GError **error)
 {
-  if (s->mode > TWED_MODE_DYNAMIC)
+  const struct { TwedFields bit; guint value; const char *name; } values[] = {
+    { TWED_FIELD_DELAY, s->delay, names->delay },
+    { TWED_FIELD_MIN, s->min, names->min },
+    { TWED_FIELD_MAX, s->max, names->max },
+  };
+
+  if (field)
+    *field = 0;
+  switch (s->mode)
     {
+    case TWED_MODE_OFF:
+      if (present)
+        {
+          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "mode \"off\" takes no %s, %s or %s",
+                       names->delay, names->min, names->max);
+          return FALSE;
+        }
+      break;
+    case TWED_MODE_FIXED:
+      if (!(present & TWED_FIELD_DELAY))
+        {
+          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "mode \"fixed\" needs %s", names->delay);
+          return FALSE;
+        }
+      if (present & (TWED_FIELD_MIN | TWED_FIELD_MAX))
+        {
+          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "mode \"fixed\" takes no %s or %s",
+                       names->min, names->max);
+          return FALSE;
+        }
+      break;
+    case TWED_MODE_DYNAMIC:
+      if (present != (TWED_FIELD_DELAY | TWED_FIELD_MIN | TWED_FIELD_MAX))
+        {
+          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "mode \"dynamic\" needs %s, %s and %s",
+                       names->delay, names->min, names->max);
+          return FALSE;
+        }
+      break;
+    default:
       g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "unknown mode");
       return FALSE;
     }
-  if (s->delay > TWED_DELAY_LIMIT || s->min > TWED_DELAY_LIMIT || s->max > TWED_DELAY_LIMIT)
+  for (guint i = 0; i < G_N_ELEMENTS (values); i++)
+    if ((present & values[i].bit) && values[i].value > limit)
+      {
+        if (field)
+          *field = values[i].bit;
+        if (limit < TWED_DELAY_LIMIT)
+          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID,
+                       "%u exceeds %u; delays of 6 and more collapse throughput and need %s",
+                       values[i].value, limit, names->allow_long);
+        else
+          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "%u exceeds %u: values are 0..%u",
+                       values[i].value, limit, limit);
+        return FALSE;
+      }
+  if ((present & TWED_FIELD_MIN) && (present & TWED_FIELD_DELAY) && s->min > s->delay)
     {
-      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID,
-                   "values must be in 0..%d", TWED_DELAY_LIMIT);
+      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "%s (%u) must not exceed %s (%u)",
+                   names->min, s->min, names->delay, s->delay);
       return FALSE;
     }
-  if (s->mode == TWED_MODE_DYNAMIC && !(s->min <= s->delay && s->delay <= s->max))
+  if ((present & TWED_FIELD_MAX) && (present & TWED_FIELD_DELAY) && s->delay > s->max)
     {
-      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID,
-                   "dynamic mode needs min <= delay <= max (got min=%u delay=%u max=%u)",
-                   s->min, s->delay, s->max);
+      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "%s (%u) must not exceed %s (%u)",
+                   names->delay, s->delay, names->max, s->max);
       return FALSE;
     }
   return TRUE;
+}
+
+gboolean
+twed_setting_check (const TwedSetting *s, GError **error)
+{
+  TwedFields present = s->mode == TWED_MODE_OFF ? 0 : s->mode == TWED_MODE_FIXED ? TWED_FIELD_DELAY
+                       : TWED_FIELD_DELAY | TWED_FIELD_MIN | TWED_FIELD_MAX;
+
+  return twed_setting_validate (s, present, TWED_DELAY_LIMIT, &plain_names, NULL, error);
 }
 
 char *

@@ -35,6 +35,29 @@ const char *twed_support_to_string (TwedSupport support);
 
 void     twed_setting_normalize (TwedSetting *s);
 gboolean twed_setting_equal (const TwedSetting *a, const TwedSetting *b);
+/* Which of delay/min/max a setting was written with. */
+typedef enum {
+  TWED_FIELD_DELAY = 1 << 0,
+  TWED_FIELD_MIN = 1 << 1,
+  TWED_FIELD_MAX = 1 << 2,
+} TwedFields;
+
+/* How a caller names the values in messages: a policy's "delay", the
+ * CLI's --delay. */
+typedef struct {
+  const char *delay, *min, *max;
+  const char *allow_long;   /* what lifts TWED_DELAY_SAFE_LIMIT */
+} TwedFieldNames;
+
+/* The one check of a setting as written (policy, twedctl set, domain
+ * XML): the values its mode takes and needs, each within @limit
+ * (TWED_DELAY_SAFE_LIMIT or TWED_DELAY_LIMIT), min <= delay <= max.
+ * On error *@field (if given) is the offending value, or 0 when it is
+ * the setting as a whole. */
+gboolean twed_setting_validate (const TwedSetting *s, TwedFields present, guint limit,
+                                const TwedFieldNames *names, TwedFields *field, GError **error);
+/* twed_setting_validate of a normalized setting with the values its
+ * mode uses, up to TWED_DELAY_LIMIT. */
 gboolean twed_setting_check (const TwedSetting *s, GError **error);
 char    *twed_setting_to_string (const TwedSetting *s);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* Shared by twed-backend.c (connections, events, inventory) and
- * twed-backend-apply.c (changes); not installed. */
+ * twed-backend-changes.c (changes); not installed. */
 #pragma once
 
 #include "twed-backend.h"
@@ -10,7 +10,18 @@ G_BEGIN_DECLS
 
 typedef struct {
   TwedDomain *def;   /* parsed definition; active flag set per cycle */
+  gint64 read_at;    /* monotonic usec the definition was read */
 } CachedDomain;
+
+/* What this process did to one VM lately: when it last changed it, and
+ * how its last changes failed.  Kept across reconnects. */
+typedef struct {
+  gint64 changed_at;        /* monotonic usec of the last change, 0 = none */
+  guint failures;           /* changes failed in a row */
+  guint backoff;            /* seconds of the current failure backoff */
+  gint64 retry_at;          /* monotonic usec: no change before */
+  char *error;              /* the last failure, with libvirt's code */
+} VmState;
 
 /* Where event notices go: shared by a backend and its hosts, which
  * libvirt's callbacks may outlive the backend by. */
@@ -20,6 +31,24 @@ typedef struct {
   GDestroyNotify destroy;
   TwedBackend *source;      /* identity only, never dereferenced */
 } BackendNotifier;          /* atomic rc box */
+
+/* A virConnectOpen running on a thread of its own, so that the caller
+ * can stop waiting for it: libvirt has no connect timeout, and a host
+ * that accepts the TCP connection and never answers holds the open
+ * forever.  Shared by the thread and the host that started it. */
+typedef struct {
+  char *uri;
+  gboolean readonly;
+  gboolean readonly_fallback;
+  GMutex lock;
+  GCond cond;
+  gboolean done;
+  gboolean abandoned;       /* the host gave up: the thread closes what it got */
+  virConnectPtr conn;
+  gboolean got_readonly;    /* conn is read-only (asked for, or the fallback) */
+  char *error;
+  int code;                 /* virErrorNumber of the failure */
+} OpenAttempt;              /* atomic rc box */
 
 /* Reference counted: libvirt holds a reference for each callback it may
  * still run (events, close), released when it drops the callback. */
@@ -33,21 +62,28 @@ typedef struct {
   virConnectPtr conn;
   gboolean is_test;
   TwedSupport support;
+  char *support_reason;   /* why unknown */
+  gboolean readonly_conn;
   GHashTable *cache;      /* uuid -> CachedDomain */
   /* Event callbacks run on libvirt's event thread and must never wait
    * for a cycle in progress: they only touch these, under their lock. */
   GMutex dirty_lock;
   GHashTable *dirty;      /* uuids whose definition must be re-read */
   gboolean lost;          /* close callback fired */
+  GHashTable *own_changes; /* uuid -> TwedSetting we set live: its tunable
+                            * event is ours, not news */
   int cb_lifecycle;
   int cb_tunable;
   int cb_metadata;
+  OpenAttempt *pending_open; /* an open given up on that has not returned */
   guint backoff;          /* seconds of the last wait, doubled per failure */
   gint64 retry_at;        /* monotonic usec of the next attempt, 0 = none due */
   char *last_error;
   gboolean warned;        /* this outage was logged as a warning */
   guint unread_backoff;   /* seconds before definitions are read again */
   GHashTable *unread_warned; /* uuids whose unread definition was logged */
+  GMutex vm_lock;
+  GHashTable *vms;        /* uuid (or name) -> VmState */
 } BackendHost;
 
 struct _TwedBackend {
@@ -61,6 +97,14 @@ struct _TwedBackend {
 
 void      backend_count_read (BackendHost *h);
 void      backend_count_write (BackendHost *h);
+/* After a change of the VM @key was tried (@error NULL: made): holds
+ * it for min_change_interval, or backs it off when it failed. */
+void      backend_vm_changed (BackendHost *h, const char *key, const GError *error);
+/* Why the VM @key must not change now, NULL when it may. */
+char     *backend_vm_hold (BackendHost *h, const char *key);
+/* @dom was set live to @s here: the tunable event that reports it is
+ * the backend's own and prompts no pass. */
+void      backend_expect_own_change (BackendHost *h, virDomainPtr dom, const TwedSetting *s);
 /* The definition of @dom is read again at the next refresh. */
 void      backend_mark_dirty (BackendHost *h, virDomainPtr dom);
 /* With h->lock held: (re)connects unless a backoff is pending. */

@@ -11,10 +11,12 @@
  * that dispatches libvirt's events. */
 #include "config.h"
 #include "twed-backend-private.h"
-#include "twed-apply-api.h"
+#include "twed-domcaps.h"
+#include "twed-domain-params.h"
 #include "twed-libvirt.h"
 #include "twed-log.h"
 #include "twed-overcommit.h"
+#include "twed-domxml.h"
 
 #include <string.h>
 
@@ -65,6 +67,78 @@ notifier_unref (BackendNotifier *n)
     g_atomic_rc_box_release_full (n, notifier_clear);
 }
 
+static void open_attempt_unref (OpenAttempt *a);
+
+/* A VM whose change failed is tried again after this, doubled per
+ * failure up to the ceiling: a change that fails (the guest's QEMU
+ * refuses it, the host lacks something) fails again at once. */
+#define VM_FAILURE_BACKOFF_FIRST_S 30
+#define VM_FAILURE_BACKOFF_MAX_S 3600
+
+static void
+vm_state_free (gpointer p)
+{
+  VmState *st = p;
+
+  g_free (st->error);
+  g_free (st);
+}
+
+static guint backoff_step (guint current, guint first, guint ceiling);
+
+void
+backend_vm_changed (BackendHost *h, const char *key, const GError *error)
+{
+  gint64 now = g_get_monotonic_time ();
+  VmState *st;
+
+  g_mutex_lock (&h->vm_lock);
+  if (!(st = g_hash_table_lookup (h->vms, key)))
+    {
+      st = g_new0 (VmState, 1);
+      g_hash_table_insert (h->vms, g_strdup (key), st);
+    }
+  g_clear_pointer (&st->error, g_free);
+  if (!error)
+    {
+      st->changed_at = now;
+      st->failures = 0;
+      st->backoff = 0;
+      st->retry_at = 0;
+    }
+  else
+    {
+      st->failures++;
+      st->backoff = backoff_step (st->backoff, VM_FAILURE_BACKOFF_FIRST_S, VM_FAILURE_BACKOFF_MAX_S);
+      st->retry_at = now + (gint64) st->backoff * G_USEC_PER_SEC;
+      st->error = g_strdup (error->message);
+    }
+  g_mutex_unlock (&h->vm_lock);
+}
+
+char *
+backend_vm_hold (BackendHost *h, const char *key)
+{
+  guint min = (guint) g_atomic_int_get ((gint *) &h->backend->opts.min_change_interval);
+  gint64 now = g_get_monotonic_time ();
+  char *hold = NULL;
+  VmState *st;
+
+  g_mutex_lock (&h->vm_lock);
+  if ((st = g_hash_table_lookup (h->vms, key)))
+    {
+      if (st->retry_at > now)
+        hold = g_strdup_printf ("its last change failed (%u in a row, next try in %" G_GINT64_FORMAT " s): %s",
+                                st->failures, (st->retry_at - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC,
+                                st->error);
+      else if (min && st->changed_at && now - st->changed_at < (gint64) min * G_USEC_PER_SEC)
+        hold = g_strdup_printf ("changed %" G_GINT64_FORMAT " s ago, min_change_interval %u s",
+                                (now - st->changed_at) / G_USEC_PER_SEC, min);
+    }
+  g_mutex_unlock (&h->vm_lock);
+  return hold;
+}
+
 static BackendHost *
 host_ref (BackendHost *h)
 {
@@ -79,15 +153,20 @@ host_unref (gpointer p)
 
   if (!g_atomic_int_dec_and_test (&h->ref))
     return;
+  g_clear_pointer (&h->pending_open, open_attempt_unref);
   g_mutex_clear (&h->lock);
   g_hash_table_unref (h->cache);
   g_hash_table_unref (h->dirty);
   g_hash_table_unref (h->unread_warned);
   g_mutex_clear (&h->dirty_lock);
+  g_hash_table_unref (h->vms);
+  g_hash_table_unref (h->own_changes);
+  g_mutex_clear (&h->vm_lock);
   notifier_unref (h->notifier);
   g_free (h->name);
   g_free (h->uri);
   g_free (h->last_error);
+  g_free (h->support_reason);
   g_free (h);
 }
 
@@ -113,14 +192,64 @@ on_lifecycle (virConnectPtr conn G_GNUC_UNUSED, virDomainPtr dom, int event,
   return 0;
 }
 
+void
+backend_expect_own_change (BackendHost *h, virDomainPtr dom, const TwedSetting *s)
+{
+  char uuid[VIR_UUID_STRING_BUFLEN];
+
+  if (virDomainGetUUIDString (dom, uuid) < 0)
+    return;
+  g_mutex_lock (&h->dirty_lock);
+  g_hash_table_replace (h->own_changes, g_strdup (uuid), g_memdup2 (s, sizeof *s));
+  g_mutex_unlock (&h->dirty_lock);
+}
+
+/* The event reports only TWED parameters, with the values this backend
+ * set: the echo of its own change (interfaces.md: a live change emits a
+ * tunable event with cputune.twed_*).  Consumed once. */
+static gboolean
+own_twed_event (BackendHost *h, virDomainPtr dom, virTypedParameterPtr params, int nparams)
+{
+  char uuid[VIR_UUID_STRING_BUFLEN];
+  const char *mode = NULL;
+  TwedSetting got = { 0 }, *want;
+  gboolean ours = FALSE;
+
+  for (int i = 0; i < nparams; i++)
+    if (!g_str_has_prefix (params[i].field, "cputune.twed_"))
+      return FALSE;
+  if (virDomainGetUUIDString (dom, uuid) < 0 ||
+      virTypedParamsGetString (params, nparams, "cputune.twed_mode", &mode) != 1 ||
+      !twed_mode_from_string (mode, &got.mode))
+    return FALSE;
+  virTypedParamsGetUInt (params, nparams, "cputune.twed_delay", &got.delay);
+  virTypedParamsGetUInt (params, nparams, "cputune.twed_min", &got.min);
+  virTypedParamsGetUInt (params, nparams, "cputune.twed_max", &got.max);
+  g_mutex_lock (&h->dirty_lock);
+  if ((want = g_hash_table_lookup (h->own_changes, uuid)) && twed_setting_equal (want, &got))
+    {
+      ours = TRUE;
+      g_hash_table_remove (h->own_changes, uuid);
+    }
+  g_mutex_unlock (&h->dirty_lock);
+  return ours;
+}
+
 static int
 on_tunable (virConnectPtr conn G_GNUC_UNUSED, virDomainPtr dom,
-            virTypedParameterPtr params G_GNUC_UNUSED, int nparams G_GNUC_UNUSED, void *opaque)
+            virTypedParameterPtr params, int nparams, void *opaque)
 {
   BackendHost *h = opaque;
 
   /* vCPU pinning and TWED both arrive as tunable events. */
   backend_mark_dirty (h, dom);
+  /* Our own change: re-planning on it would only spend a pass (and, with
+   * a fresh look at the budget, used to let deferred changes through). */
+  if (own_twed_event (h, dom, params, nparams))
+    {
+      twed_log_domain (G_LOG_LEVEL_DEBUG, h->name, virDomainGetName (dom), "event: tunable, our own change");
+      return 0;
+    }
   notify (h, virDomainGetName (dom), "tunable");
   return 0;
 }
@@ -183,22 +312,39 @@ register_event (BackendHost *h, int id, virConnectDomainEventGenericCallback cb)
 }
 
 /* <features><twed supported='yes|no'> of interfaces.md section 3. */
-static TwedSupport
+static void
 probe_support (BackendHost *h)
 {
-  g_autofree char *caps = virConnectGetDomainCapabilities (h->conn, NULL, NULL, NULL, NULL, 0);
-  const char *p;
+  g_autofree char *caps = NULL;
 
-  backend_count_read (h);
-  if (!caps)
+  g_clear_pointer (&h->support_reason, g_free);
+  if (h->is_test)
     {
-      virResetLastError ();
-      return TWED_SUPPORT_UNKNOWN;
+      /* The test driver has no domain capabilities; it keeps TWED
+       * settings itself when libvirt has the twed API. */
+      h->support = HAVE_VIR_DOMAIN_TWED_API ? TWED_SUPPORT_YES : TWED_SUPPORT_UNKNOWN;
+      if (!HAVE_VIR_DOMAIN_TWED_API)
+        h->support_reason = g_strdup ("libvirt without the twed API");
+      return;
     }
-  if (!(p = strstr (caps, "<twed supported=")))
-    return TWED_SUPPORT_UNKNOWN;
-  p += strlen ("<twed supported=") + 1;
-  return g_str_has_prefix (p, "yes") ? TWED_SUPPORT_YES : TWED_SUPPORT_NO;
+  if (h->readonly_conn)
+    {
+      h->support = TWED_SUPPORT_UNKNOWN;
+      h->support_reason = g_strdup ("read-only connection: libvirt gives domain capabilities to writers only");
+      return;
+    }
+  backend_count_read (h);
+  if (!(caps = virConnectGetDomainCapabilities (h->conn, NULL, NULL, NULL, NULL, 0)))
+    {
+      const char *msg = virGetLastErrorMessage ();
+
+      h->support = TWED_SUPPORT_UNKNOWN;
+      h->support_reason = g_strdup_printf ("domain capabilities: %s (libvirt error %d)",
+                                           msg && *msg ? msg : "unknown libvirt error", virGetLastErrorCode ());
+      virResetLastError ();
+      return;
+    }
+  h->support = twed_domcaps_twed_support (caps, &h->support_reason);
 }
 
 /* The next wait of a backoff: @first, then doubled up to @ceiling. */
@@ -223,13 +369,143 @@ backend_schedule_retry (BackendHost *h)
   h->retry_at = g_get_monotonic_time () + (gint64) delay;
 }
 
+static void
+open_attempt_clear (gpointer p)
+{
+  OpenAttempt *a = p;
+
+  if (a->conn)
+    virConnectClose (a->conn);
+  g_free (a->uri);
+  g_free (a->error);
+  g_mutex_clear (&a->lock);
+  g_cond_clear (&a->cond);
+}
+
+static void
+open_attempt_unref (OpenAttempt *a)
+{
+  g_atomic_rc_box_release_full (a, open_attempt_clear);
+}
+
+static gpointer
+open_thread (gpointer data)
+{
+  OpenAttempt *a = data;
+  virConnectPtr conn = a->readonly ? virConnectOpenReadOnly (a->uri) : virConnectOpen (a->uri);
+  gboolean readonly = a->readonly;
+  g_autofree char *error = NULL;
+  int code = VIR_ERR_OK;
+
+  if (!conn && !a->readonly && a->readonly_fallback)
+    {
+      /* Read-only access still plans; TWED support then stays unknown,
+       * because libvirt gives domain capabilities to writers only. */
+      virResetLastError ();
+      conn = virConnectOpenReadOnly (a->uri);
+      readonly = TRUE;
+    }
+  if (!conn)
+    {
+      /* libvirt's last error is per thread: carry it over. */
+      const char *msg = virGetLastErrorMessage ();
+
+      code = virGetLastErrorCode ();
+      error = g_strdup (msg && *msg ? msg : "unknown libvirt error");
+      virResetLastError ();
+    }
+  g_mutex_lock (&a->lock);
+  a->done = TRUE;
+  a->conn = conn;
+  a->got_readonly = readonly;
+  a->error = g_steal_pointer (&error);
+  a->code = code;
+  g_cond_signal (&a->cond);
+  g_mutex_unlock (&a->lock);
+  /* Abandoned: the last reference closes the connection that came late. */
+  open_attempt_unref (a);
+  return NULL;
+}
+
+/* virConnectOpen within the connect timeout: on a thread, waited for
+ * until the deadline, then left to finish on its own.  A host keeps at
+ * most one such open: while it has not returned, the next attempt
+ * fails at once instead of starting another thread. */
+static virConnectPtr
+open_bounded (BackendHost *h, GError **error)
+{
+  const TwedBackendOptions *o = &h->backend->opts;
+  guint timeout = o->connect_timeout ? o->connect_timeout : 30;
+  gint64 deadline = g_get_monotonic_time () + (gint64) timeout * G_USEC_PER_SEC;
+  g_autoptr(GError) thread_error = NULL;
+  OpenAttempt *a;
+  GThread *thread;
+  virConnectPtr conn = NULL;
+
+  if ((a = h->pending_open))
+    {
+      gboolean done;
+
+      g_mutex_lock (&a->lock);
+      done = a->done;
+      g_mutex_unlock (&a->lock);
+      if (!done)
+        {
+          g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED,
+                       "cannot connect: the open given up on after %u s has still not returned", timeout);
+          return NULL;
+        }
+      g_clear_pointer (&h->pending_open, open_attempt_unref);
+    }
+
+  a = g_atomic_rc_box_new0 (OpenAttempt);
+  a->uri = g_strdup (h->uri);
+  a->readonly = o->readonly;
+  a->readonly_fallback = o->readonly_fallback;
+  g_mutex_init (&a->lock);
+  g_cond_init (&a->cond);
+  if (!(thread = g_thread_try_new ("twed-open", open_thread, g_atomic_rc_box_acquire (a), &thread_error)))
+    {
+      open_attempt_unref (a);
+      open_attempt_unref (a);
+      g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "cannot connect: %s", thread_error->message);
+      return NULL;
+    }
+  g_thread_unref (thread);
+
+  g_mutex_lock (&a->lock);
+  while (!a->done)
+    if (!g_cond_wait_until (&a->cond, &a->lock, deadline))
+      break;
+  if (a->done)
+    {
+      conn = g_steal_pointer (&a->conn);
+      h->readonly_conn = a->got_readonly;
+      if (!conn)
+        g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "cannot connect: %s (libvirt error %d)",
+                     a->error, a->code);
+    }
+  else
+    {
+      a->abandoned = TRUE;
+      g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED,
+                   "cannot connect: no answer within connect_timeout %u s", timeout);
+    }
+  g_mutex_unlock (&a->lock);
+  if (conn || a->done)
+    open_attempt_unref (a);
+  else
+    h->pending_open = a;
+  return conn;
+}
+
 gboolean
 backend_connect_locked (BackendHost *h, GError **error)
 {
   const TwedBackendOptions *o = &h->backend->opts;
   gint64 now = g_get_monotonic_time ();
+  g_autoptr(GError) local = NULL;
   const char *type;
-
   gboolean lost;
 
   g_mutex_lock (&h->dirty_lock);
@@ -246,19 +522,8 @@ backend_connect_locked (BackendHost *h, GError **error)
                    (h->retry_at - now) / G_USEC_PER_SEC + 1);
       return FALSE;
     }
-  h->conn = o->readonly ? virConnectOpenReadOnly (h->uri) : virConnectOpen (h->uri);
-  if (!h->conn && !o->readonly && o->readonly_fallback)
+  if (!(h->conn = open_bounded (h, &local)))
     {
-      /* Read-only access still plans; TWED support then stays unknown,
-       * because libvirt gives domain capabilities to writers only. */
-      virResetLastError ();
-      h->conn = virConnectOpenReadOnly (h->uri);
-    }
-  if (!h->conn)
-    {
-      g_autoptr(GError) local = NULL;
-
-      twed_set_libvirt_error (&local, "cannot connect");
       backend_schedule_retry (h);
       g_free (h->last_error);
       h->last_error = g_strdup (local->message);
@@ -268,16 +533,18 @@ backend_connect_locked (BackendHost *h, GError **error)
   /* The backoff is reset by a successful read, not by a connection
    * that then fails every call. */
   g_clear_pointer (&h->last_error, g_free);
+  /* Every call's timeout: libvirt has none of its own, but a remote
+   * connection whose peer misses keepalive_count replies is closed and
+   * its calls fail.  Remote drivers only (local ones report
+   * "unsupported"), and only with libvirt's event loop running. */
+  if (o->keepalive_interval &&
+      virConnectSetKeepAlive (h->conn, (int) o->keepalive_interval, o->keepalive_count) < 0)
+    virResetLastError ();
   type = virConnectGetType (h->conn);
   h->is_test = type && g_ascii_strcasecmp (type, "TEST") == 0;
-  h->support = probe_support (h);
-
+  probe_support (h);
   if (o->events)
     {
-      /* Remote drivers only; local ones report "unsupported", fine. */
-      if (o->keepalive_interval &&
-          virConnectSetKeepAlive (h->conn, (int) o->keepalive_interval, o->keepalive_count) < 0)
-        virResetLastError ();
       if (!h->notifier && h->backend->notifier)
         h->notifier = g_atomic_rc_box_acquire (h->backend->notifier);
       /* Unregistering waits for a close callback that is running (both
@@ -434,6 +701,23 @@ state_is_active (int state)
   return state != VIR_DOMAIN_SHUTOFF && state != VIR_DOMAIN_CRASHED && state != VIR_DOMAIN_NOSTATE;
 }
 
+/* A cached definition no longer says how many vCPUs the running domain
+ * has: the bulk stats' vcpu.current differs (hot-plug), or, from a
+ * driver whose stats lack the VCPU group (the test driver), it is older
+ * than definition_max_age. */
+static gboolean
+definition_stale (BackendHost *h, virDomainStatsRecordPtr r, const CachedDomain *c, int state)
+{
+  unsigned int current;
+  guint max_age = h->backend->opts.definition_max_age;
+
+  if (!state_is_active (state) || c->def->load_error)
+    return FALSE;
+  if (virTypedParamsGetUInt (r->params, r->nparams, "vcpu.current", &current) == 1)
+    return current != c->def->nvcpus;
+  return g_get_monotonic_time () - c->read_at > (gint64) max_age * G_USEC_PER_SEC;
+}
+
 static gboolean
 read_domains (BackendHost *h, TwedHost *out, GError **error)
 {
@@ -448,7 +732,11 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
   g_mutex_unlock (&h->dirty_lock);
 
   backend_count_read (h);
-  n = virConnectGetAllDomainStats (h->conn, VIR_DOMAIN_STATS_STATE, &records, 0);
+  /* The VCPU group's vcpu.current catches vCPU hot-plug, which emits
+   * no event; NOWAIT: a domain whose job (a migration) is running
+   * reports what needs no job instead of holding the call. */
+  n = virConnectGetAllDomainStats (h->conn, VIR_DOMAIN_STATS_STATE | VIR_DOMAIN_STATS_VCPU, &records,
+                                   VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT);
   if (n < 0)
     {
       twed_set_libvirt_error (error, "virConnectGetAllDomainStats");
@@ -466,7 +754,7 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
         continue;
       virTypedParamsGetInt (r->params, r->nparams, "state.state", &state);
       c = g_hash_table_lookup (h->cache, uuid);
-      if (!c || g_hash_table_contains (dirty, uuid))
+      if (!c || g_hash_table_contains (dirty, uuid) || definition_stale (h, r, c, state))
         {
           g_autoptr(GError) local = NULL;
           TwedDomain *def = NULL;
@@ -510,6 +798,7 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
               g_hash_table_remove (h->unread_warned, uuid);
               c = g_new0 (CachedDomain, 1);
               c->def = def;
+              c->read_at = g_get_monotonic_time ();
               g_hash_table_replace (h->cache, g_strdup (uuid), c);
             }
         }
@@ -518,6 +807,8 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
       copy->active = state_is_active (state);
       if (!copy->uuid)
         copy->uuid = g_strdup (uuid);
+      g_free (copy->hold);
+      copy->hold = backend_vm_hold (h, uuid);
       g_ptr_array_add (out->domains, copy);
     }
   virDomainStatsRecordListFree (records);
@@ -563,6 +854,7 @@ refresh_host (BackendHost *h)
       h->warned = FALSE;
       out->reachable = TRUE;
       out->support = h->support;
+      out->support_reason = g_strdup (h->support_reason);
     }
   else
     {
@@ -658,6 +950,10 @@ twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
   b->opts = *opts;
   if (!b->opts.reconnect_max)
     b->opts.reconnect_max = 60;
+  if (!b->opts.connect_timeout)
+    b->opts.connect_timeout = 30;
+  if (!b->opts.definition_max_age)
+    b->opts.definition_max_age = 600;
   b->hosts = g_ptr_array_new ();
   for (guint i = 0; i < specs->len; i++)
     {
@@ -671,8 +967,11 @@ twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
       h->uri = g_strdup (s->uri);
       g_mutex_init (&h->lock);
       h->cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) cached_free);
+      g_mutex_init (&h->vm_lock);
+      h->vms = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, vm_state_free);
       g_mutex_init (&h->dirty_lock);
       h->dirty = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      h->own_changes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
       h->cb_lifecycle = h->cb_tunable = h->cb_metadata = -1;
       g_ptr_array_add (b->hosts, h);
     }
@@ -749,6 +1048,12 @@ twed_backend_unref_elsewhere (TwedBackend *b)
         }
     }
   while (!g_atomic_int_compare_and_exchange (&b->ref, old, old - 1));
+}
+
+void
+twed_backend_set_min_change_interval (TwedBackend *b, guint seconds)
+{
+  g_atomic_int_set ((gint *) &b->opts.min_change_interval, (gint) seconds);
 }
 
 void

@@ -23,6 +23,11 @@ typedef struct {
   guint keepalive_interval; /* seconds, 0 = off */
   guint keepalive_count;
   guint reconnect_max;      /* backoff ceiling, seconds */
+  guint connect_timeout;    /* seconds an open may take, 0 = 30 */
+  guint min_change_interval; /* seconds between two changes of one VM, 0 = none */
+  guint definition_max_age; /* drivers without bulk vCPU stats: re-read a
+                             * running domain's definition after this many
+                             * seconds, 0 = 600 */
 } TwedBackendOptions;
 
 TwedBackend *twed_backend_new (GPtrArray *specs /* TwedHostSpec */, const TwedBackendOptions *opts);
@@ -52,6 +57,9 @@ guint twed_backend_apply (TwedBackend *backend, TwedPlan *plan, gboolean dry_run
  * with @s NULL removes the mark (back to automatic). All or nothing. */
 gboolean twed_backend_set_manual (TwedBackend *backend, const char *domain,
                                   const TwedSetting *s, gboolean optout, GError **error);
+
+/* A reload changed [twed] min_change_interval: the VMs' history stays. */
+void twed_backend_set_min_change_interval (TwedBackend *backend, guint seconds);
 
 /* libvirt calls made so far: reads and writes, all hosts. */
 void twed_backend_counters (TwedBackend *backend, guint64 *reads, guint64 *writes);

@@ -37,6 +37,9 @@ twed_config_new (void)
   c->keepalive_interval = 5;
   c->keepalive_count = 3;
   c->reconnect_max = 60;
+  c->health_intervals = 3;
+  c->connect_timeout = 30;
+  c->definition_max_age = 600;
   return c;
 }
 
@@ -131,8 +134,8 @@ twed_config_add_host (TwedConfig *config, const char *name, const char *uri, GEr
 }
 
 /* "NAME=URI" or "URI"; '=' cannot start a URI so it is unambiguous. */
-static gboolean
-add_host_item (TwedConfig *config, const char *item, GError **error)
+gboolean
+twed_config_add_host_item (TwedConfig *config, const char *item, GError **error)
 {
   const char *eq = strchr (item, '=');
   const char *colon = strchr (item, ':');
@@ -177,7 +180,7 @@ twed_config_load_hosts_file (TwedConfig *config, const char *path, GError **erro
           if (*words[j])
             g_ptr_array_add (w, words[j]);
         if (w->len == 1)
-          ok = add_host_item (config, g_ptr_array_index (w, 0), error);
+          ok = twed_config_add_host_item (config, g_ptr_array_index (w, 0), error);
         else if (w->len == 2)
           ok = twed_config_add_host (config, g_ptr_array_index (w, 0), g_ptr_array_index (w, 1), error);
         else
@@ -219,10 +222,10 @@ static gboolean
 check_keys (GKeyFile *kf, GError **error)
 {
   static const char *const twed_keys[] = { "policy_dir", "hosts", "hosts_file", "interval", "dry_run",
-                                           "max_changes_per_cycle", "threads", NULL };
+                                           "max_changes_per_cycle", "min_change_interval", "threads", NULL };
   static const char *const libvirt_keys[] = { "keepalive_interval", "keepalive_count",
-                                              "reconnect_max", NULL };
-  static const char *const metrics_keys[] = { "textfile", "listen", NULL };
+                                              "reconnect_max", "connect_timeout", "definition_max_age", NULL };
+  static const char *const metrics_keys[] = { "textfile", "listen", "per_vm", "health_intervals", NULL };
   g_auto(GStrv) groups = g_key_file_get_groups (kf, NULL);
 
   for (guint i = 0; groups[i]; i++)
@@ -281,7 +284,7 @@ parse_keyfile (TwedConfig *c, GKeyFile *kf, GError **error)
     for (guint i = 0; hosts[i]; i++)
       {
         g_strstrip (hosts[i]);
-        if (*hosts[i] && !add_host_item (c, hosts[i], error))
+        if (*hosts[i] && !twed_config_add_host_item (c, hosts[i], error))
           {
             g_prefix_error (error, "[twed] hosts: ");
             return FALSE;
@@ -298,6 +301,15 @@ parse_keyfile (TwedConfig *c, GKeyFile *kf, GError **error)
           return FALSE;
         }
     }
+  if (g_key_file_has_key (kf, "metrics", "per_vm", NULL))
+    {
+      c->metrics_per_vm = g_key_file_get_boolean (kf, "metrics", "per_vm", &local);
+      if (local)
+        {
+          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "[metrics] per_vm: want true or false");
+          return FALSE;
+        }
+    }
   g_clear_pointer (&s, g_free);
   if ((s = get_string (kf, "metrics", "textfile")))
     c->metrics_textfile = g_steal_pointer (&s);
@@ -306,9 +318,13 @@ parse_keyfile (TwedConfig *c, GKeyFile *kf, GError **error)
   return get_uint (kf, "twed", "interval", 1, 86400, &c->interval, error) &&
          get_uint (kf, "twed", "max_changes_per_cycle", 0, 1000000, &c->max_changes, error) &&
          get_uint (kf, "twed", "threads", 1, 256, &c->threads, error) &&
+         get_uint (kf, "twed", "min_change_interval", 0, 86400, &c->min_change_interval, error) &&
          get_uint (kf, "libvirt", "keepalive_interval", 0, 3600, &c->keepalive_interval, error) &&
          get_uint (kf, "libvirt", "keepalive_count", 1, 100, &c->keepalive_count, error) &&
-         get_uint (kf, "libvirt", "reconnect_max", 1, 3600, &c->reconnect_max, error);
+         get_uint (kf, "libvirt", "reconnect_max", 1, 3600, &c->reconnect_max, error) &&
+         get_uint (kf, "libvirt", "connect_timeout", 1, 3600, &c->connect_timeout, error) &&
+         get_uint (kf, "libvirt", "definition_max_age", 1, 86400, &c->definition_max_age, error) &&
+         get_uint (kf, "metrics", "health_intervals", 1, 1000, &c->health_intervals, error);
 }
 
 TwedConfig *

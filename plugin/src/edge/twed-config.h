@@ -17,12 +17,17 @@ typedef struct {
   guint interval;           /* seconds between scheduled cycles */
   gboolean dry_run;
   guint max_changes;        /* global cap per cycle, 0 = none */
+  guint min_change_interval; /* seconds between two changes of one VM, 0 = none */
   guint threads;
   guint keepalive_interval;
   guint keepalive_count;
   guint reconnect_max;
+  guint connect_timeout;    /* seconds an open may take */
+  guint definition_max_age; /* seconds, drivers without bulk vCPU stats */
   char *metrics_textfile;   /* NULL = none */
   char *metrics_listen;     /* "ADDR:PORT", NULL = none */
+  gboolean metrics_per_vm;  /* per-VM families besides the fleet's */
+  guint health_intervals;   /* /healthz: a pass succeeded within these */
 } TwedConfig;
 
 #define TWED_DEFAULT_CONFIG SYSCONFDIR "/twed/twed.conf"
@@ -36,6 +41,9 @@ TwedConfig   *twed_config_load (const char *path, GError **error);
 gboolean      twed_config_load_hosts_file (TwedConfig *config, const char *path, GError **error);
 gboolean      twed_config_add_host (TwedConfig *config, const char *name, const char *uri,
                                     GError **error);
+/* "NAME=URI" or "URI" (the name then derived from the URI): the form of
+ * [twed] hosts, hosts files and --connect. */
+gboolean      twed_config_add_host_item (TwedConfig *config, const char *item, GError **error);
 TwedHostSpec *twed_host_spec_new (const char *name, const char *uri);
 void          twed_host_spec_free (TwedHostSpec *spec);
 /* Checks a libvirt URI's shape and derives a short host name. */

@@ -36,12 +36,36 @@ twed_libvirt_init (gboolean events)
     }
 }
 
+static gpointer
+event_thread (gpointer data G_GNUC_UNUSED)
+{
+  for (;;)
+    if (virEventRunDefaultImpl () < 0)
+      virResetLastError ();
+  return NULL;
+}
+
+void
+twed_libvirt_run_events (void)
+{
+  static gsize done = 0;
+
+  if (g_once_init_enter (&done))
+    {
+      g_thread_unref (g_thread_new ("twed-events", event_thread, NULL));
+      g_once_init_leave (&done, 1);
+    }
+}
+
+G_DEFINE_QUARK (twed-libvirt-error-quark, twed_libvirt_error)
+
 void
 twed_set_libvirt_error (GError **error, const char *what)
 {
   const char *msg = virGetLastErrorMessage ();
+  int code = virGetLastErrorCode ();
 
-  g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "%s: %s", what,
-               msg && *msg ? msg : "unknown libvirt error");
+  g_set_error (error, TWED_LIBVIRT_ERROR, code, "%s: %s (libvirt error %d)", what,
+               msg && *msg ? msg : "unknown libvirt error", code);
   virResetLastError ();
 }

@@ -22,36 +22,129 @@ level_name (GLogLevelFlags level)
   return "debug";
 }
 
+static TwedLogFormat log_format = TWED_LOG_TEXT;
+
+static const char *
+field_value (const GLogField *fields, gsize n, const char *key)
+{
+  for (gsize i = 0; i < n; i++)
+    if (fields[i].length < 0 && g_str_equal (fields[i].key, key))
+      return fields[i].value;
+  return NULL;
+}
+
+static void
+json_string (GString *out, const char *str)
+{
+  g_string_append_c (out, '"');
+  for (const unsigned char *p = (const unsigned char *) str; *p; p++)
+    {
+      if (*p == '"' || *p == '\\')
+        g_string_append_printf (out, "\\%c", *p);
+      else if (*p == '\n')
+        g_string_append (out, "\\n");
+      else if (*p < 0x20)
+        g_string_append_printf (out, "\\u%04x", *p);
+      else
+        g_string_append_c (out, (char) *p);
+    }
+  g_string_append_c (out, '"');
+}
+
+/* {"ts":"…","level":"info","message":"…","host":"…",…}: the TWED_*
+ * fields as lower-case members, for log shippers that parse JSON. */
+static char *
+format_json (GLogLevelFlags level, const GLogField *fields, gsize n)
+{
+  g_autoptr(GDateTime) now = g_date_time_new_now_utc ();
+  g_autofree char *ts = g_date_time_format_iso8601 (now);
+  GString *line = g_string_new ("{\"ts\":");
+  const char *message = field_value (fields, n, "MESSAGE");
+
+  json_string (line, ts);
+  g_string_append (line, ",\"level\":");
+  json_string (line, level_name (level));
+  g_string_append (line, ",\"message\":");
+  json_string (line, message ? message : "");
+  for (gsize i = 0; i < n; i++)
+    if (g_str_has_prefix (fields[i].key, "TWED_") && fields[i].length < 0)
+      {
+        g_autofree char *key = g_ascii_strdown (fields[i].key + 5, -1);
+
+        g_string_append_c (line, ',');
+        json_string (line, key);
+        g_string_append_c (line, ':');
+        json_string (line, fields[i].value);
+      }
+  g_string_append (line, "}\n");
+  return g_string_free (line, FALSE);
+}
+
+static char *
+format_text (GLogLevelFlags level, const GLogField *fields, gsize n)
+{
+  GString *line = g_string_new (level_name (level));
+  const char *message = field_value (fields, n, "MESSAGE");
+
+  for (gsize i = 0; i < n; i++)
+    if (g_str_has_prefix (fields[i].key, "TWED_") && fields[i].length < 0)
+      {
+        g_autofree char *key = g_ascii_strdown (fields[i].key + 5, -1);
+
+        g_string_append_printf (line, " %s=%s", key, (const char *) fields[i].value);
+      }
+  g_string_append_printf (line, ": %s\n", message ? message : "");
+  return g_string_free (line, FALSE);
+}
+
+/* What the verbosity drops, unless G_MESSAGES_DEBUG asks for it. */
+static gboolean
+dropped (GLogLevelFlags level)
+{
+  if ((level & G_LOG_LEVEL_DEBUG) && log_verbosity < TWED_LOG_DEBUG)
+    return g_log_writer_default_would_drop (G_LOG_LEVEL_DEBUG, "twed");
+  if ((level & (G_LOG_LEVEL_INFO | G_LOG_LEVEL_MESSAGE)) && log_verbosity < TWED_LOG_NORMAL)
+    return g_log_writer_default_would_drop (G_LOG_LEVEL_INFO, "twed");
+  return FALSE;
+}
+
 static GLogWriterOutput
 writer (GLogLevelFlags level, const GLogField *fields, gsize n, gpointer data G_GNUC_UNUSED)
 {
-  g_autoptr(GString) line = NULL;
-  const char *message = NULL;
+  g_autofree char *line = NULL;
+  gboolean to_journal = g_log_writer_is_journald (fileno (stderr));
 
-  if ((level & G_LOG_LEVEL_DEBUG) && log_verbosity < TWED_LOG_DEBUG)
-    return G_LOG_WRITER_HANDLED;
-  if ((level & (G_LOG_LEVEL_INFO | G_LOG_LEVEL_MESSAGE)) && log_verbosity < TWED_LOG_NORMAL)
-    return G_LOG_WRITER_HANDLED;
-  if (g_log_writer_is_journald (fileno (stderr)) &&
-      g_log_writer_journald (level, fields, n, NULL) == G_LOG_WRITER_HANDLED)
-    return G_LOG_WRITER_HANDLED;
-
-  line = g_string_new (level_name (level));
-  for (gsize i = 0; i < n; i++)
+  if (dropped (level))
     {
-      if (g_str_equal (fields[i].key, "MESSAGE"))
-        message = fields[i].value;
-      else if (g_str_has_prefix (fields[i].key, "TWED_") && fields[i].length < 0)
-        {
-          g_autofree char *key = g_ascii_strdown (fields[i].key + 5, -1);
-
-          g_string_append_printf (line, " %s=%s", key, (const char *) fields[i].value);
-        }
+      /* A change made is recorded even when the output is quiet. */
+      if (!to_journal && field_value (fields, n, TWED_LOG_FIELD_CHANGE))
+        g_log_writer_journald (level, fields, n, NULL);
+      return G_LOG_WRITER_HANDLED;
     }
-  g_string_append_printf (line, ": %s\n", message ? message : "");
-  fputs (line->str, stderr);
+  if (to_journal && g_log_writer_journald (level, fields, n, NULL) == G_LOG_WRITER_HANDLED)
+    return G_LOG_WRITER_HANDLED;
+  line = log_format == TWED_LOG_JSON ? format_json (level, fields, n) : format_text (level, fields, n);
+  fputs (line, stderr);
   fflush (stderr);
   return G_LOG_WRITER_HANDLED;
+}
+
+void
+twed_log_set_format (TwedLogFormat format)
+{
+  log_format = format;
+}
+
+gboolean
+twed_log_format_from_string (const char *str, TwedLogFormat *format)
+{
+  if (g_strcmp0 (str, "text") == 0)
+    *format = TWED_LOG_TEXT;
+  else if (g_strcmp0 (str, "json") == 0)
+    *format = TWED_LOG_JSON;
+  else
+    return FALSE;
+  return TRUE;
 }
 
 void
@@ -62,6 +155,10 @@ twed_log_init (TwedLogVerbosity verbosity)
   log_verbosity = verbosity;
   if (g_once_init_enter (&done))
     {
+      TwedLogFormat f;
+
+      if (twed_log_format_from_string (g_getenv ("TWED_LOG_FORMAT"), &f))
+        log_format = f;
       g_log_set_writer_func (writer, NULL, NULL);
       g_once_init_leave (&done, 1);
     }

@@ -17,9 +17,21 @@ typedef enum {
   TWED_LOG_DEBUG,   /* + debug */
 } TwedLogVerbosity;
 
+typedef enum {
+  TWED_LOG_TEXT,    /* "level key=value ...: message" */
+  TWED_LOG_JSON,    /* one JSON object per line, the fields as members */
+} TwedLogFormat;
+
 /* Installs the writer: journald when stderr is the journal, otherwise
- * one line per message on stderr with the fields as key=value. */
+ * one line per message on stderr, as text or (TWED_LOG_FORMAT=json or
+ * twed_log_set_format) JSON.  Debug and info messages that @verbosity
+ * drops still show when G_MESSAGES_DEBUG names "twed" or "all".
+ * Changes made (twed_log_change) always reach the journal when there is
+ * one, whatever @verbosity: a quiet twedctl apply leaves a record. */
 void twed_log_init (TwedLogVerbosity verbosity);
+void twed_log_set_format (TwedLogFormat format);
+/* "text" or "json"; FALSE for anything else. */
+gboolean twed_log_format_from_string (const char *str, TwedLogFormat *format);
 
 void twed_log_host (GLogLevelFlags level, const char *host, const char *fmt, ...) G_GNUC_PRINTF (3, 4);
 void twed_log_domain (GLogLevelFlags level, const char *host, const char *domain,

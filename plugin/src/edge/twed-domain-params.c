@@ -2,18 +2,18 @@
 /* The only file that calls the twed libvirt API (interfaces.md
  * section 3); everything else works against stock libvirt. */
 #include "config.h"
-#include "twed-apply-api.h"
+#include "twed-domain-params.h"
 
 #if HAVE_VIR_DOMAIN_TWED_API
 
 gboolean
-twed_apply_api_available (void)
+twed_domain_params_available (void)
 {
   return TRUE;
 }
 
 gboolean
-twed_apply_api_set (virDomainPtr dom, const TwedSetting *s, gboolean live, gboolean config,
+twed_domain_params_set (virDomainPtr dom, const TwedSetting *s, gboolean live, gboolean config,
                     GError **error)
 {
   virTypedParameterPtr params = NULL;
@@ -44,7 +44,7 @@ out:
 }
 
 gboolean
-twed_apply_api_get (virDomainPtr dom, TwedSetting *s, GError **error)
+twed_domain_params_get (virDomainPtr dom, TwedSetting *s, GError **error)
 {
   virTypedParameterPtr params = NULL;
   int nparams = 0;
@@ -90,13 +90,13 @@ out:
 #else /* !HAVE_VIR_DOMAIN_TWED_API */
 
 gboolean
-twed_apply_api_available (void)
+twed_domain_params_available (void)
 {
   return FALSE;
 }
 
 gboolean
-twed_apply_api_set (virDomainPtr dom G_GNUC_UNUSED, const TwedSetting *s G_GNUC_UNUSED,
+twed_domain_params_set (virDomainPtr dom G_GNUC_UNUSED, const TwedSetting *s G_GNUC_UNUSED,
                     gboolean live G_GNUC_UNUSED, gboolean config G_GNUC_UNUSED, GError **error)
 {
   g_set_error_literal (error, TWED_ERROR, TWED_ERROR_UNSUPPORTED, TWED_API_MISSING_MESSAGE);
@@ -104,7 +104,7 @@ twed_apply_api_set (virDomainPtr dom G_GNUC_UNUSED, const TwedSetting *s G_GNUC_
 }
 
 gboolean
-twed_apply_api_get (virDomainPtr dom G_GNUC_UNUSED, TwedSetting *s G_GNUC_UNUSED, GError **error)
+twed_domain_params_get (virDomainPtr dom G_GNUC_UNUSED, TwedSetting *s G_GNUC_UNUSED, GError **error)
 {
   g_set_error_literal (error, TWED_ERROR, TWED_ERROR_UNSUPPORTED, TWED_API_MISSING_MESSAGE);
   return FALSE;

@@ -7,15 +7,15 @@
 G_BEGIN_DECLS
 
 /* TRUE when built against a libvirt with virDomainSetTwedParameters. */
-gboolean twed_apply_api_available (void);
+gboolean twed_domain_params_available (void);
 
 /* Sets the domain's TWED parameters. @live/@config pick
  * VIR_DOMAIN_AFFECT_LIVE/CONFIG. Nothing changes on error. */
-gboolean twed_apply_api_set (virDomainPtr dom, const TwedSetting *s, gboolean live,
+gboolean twed_domain_params_set (virDomainPtr dom, const TwedSetting *s, gboolean live,
                              gboolean config, GError **error);
 
 /* Reads the live (or config when inactive) TWED parameters. */
-gboolean twed_apply_api_get (virDomainPtr dom, TwedSetting *s, GError **error);
+gboolean twed_domain_params_get (virDomainPtr dom, TwedSetting *s, GError **error);
 
 #define TWED_API_MISSING_MESSAGE \
   "applying needs the twed libvirt API (virDomainSetTwedParameters, libvirt built " \

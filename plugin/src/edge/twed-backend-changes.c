@@ -2,8 +2,9 @@
 /* Apply side of the backend: plan changes and manual settings. */
 #include "config.h"
 #include "twed-backend-private.h"
-#include "twed-apply-api.h"
+#include "twed-domain-params.h"
 #include "twed-log.h"
+#include "twed-domxml.h"
 
 static gboolean
 apply_entry (BackendHost *h, TwedPlanEntry *e, GError **error)
@@ -11,8 +12,8 @@ apply_entry (BackendHost *h, TwedPlanEntry *e, GError **error)
   g_autoptr(virDomain) dom = NULL;
   gboolean live = e->active, config = e->persistent;
 
-  if (!twed_apply_api_available ())
-    return twed_apply_api_set (NULL, &e->target, live, config, error);
+  if (!twed_domain_params_available ())
+    return twed_domain_params_set (NULL, &e->target, live, config, error);
   if (!h->conn)
     {
       g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "not connected");
@@ -26,84 +27,107 @@ apply_entry (BackendHost *h, TwedPlanEntry *e, GError **error)
       return FALSE;
     }
   backend_count_write (h);
-  if (!twed_apply_api_set (dom, &e->target, live, config, error))
+  /* Before the call: libvirt may deliver the event before it returns. */
+  if (live)
+    backend_expect_own_change (h, dom, &e->target);
+  if (!twed_domain_params_set (dom, &e->target, live, config, error))
     return FALSE;
   backend_mark_dirty (h, dom);
   return TRUE;
 }
 
+/* One host's changes: the plan's entries are indexed by host once, so
+ * that applying costs the same per change however many hosts the plan
+ * covers. */
 typedef struct {
-  GPtrArray *entries;
-  gboolean dry_run;
-} ApplyJob;
+  BackendHost *host;
+  GPtrArray *changes;   /* TwedPlanEntry, borrowed */
+} HostChanges;
+
+static void
+host_changes_free (HostChanges *hc)
+{
+  g_ptr_array_unref (hc->changes);
+  g_free (hc);
+}
 
 static gpointer
 apply_func (gpointer item, gpointer data)
 {
-  BackendHost *h = item;
-  ApplyJob *job = data;
+  HostChanges *hc = item;
+  BackendHost *h = hc->host;
+  gboolean dry_run = GPOINTER_TO_INT (data);
   guint failed = 0;
 
-  g_mutex_lock (&h->lock);
-  for (guint i = 0; i < job->entries->len; i++)
+  for (guint i = 0; i < hc->changes->len; i++)
     {
-      TwedPlanEntry *e = g_ptr_array_index (job->entries, i);
+      TwedPlanEntry *e = g_ptr_array_index (hc->changes, i);
       g_autoptr(GError) error = NULL;
       g_autofree char *from = NULL, *to = NULL;
 
-      if (e->action != TWED_ACTION_CHANGE || !g_str_equal (e->host, h->name))
-        continue;
-      from = twed_setting_to_string (&e->current);
-      to = twed_setting_to_string (&e->target);
-      if (job->dry_run)
+      if (dry_run)
         {
           e->result = TWED_RESULT_DRY_RUN;
           continue;
         }
-      g_mutex_unlock (&h->lock);
+      from = twed_setting_to_string (&e->current);
+      to = twed_setting_to_string (&e->target);
       if (apply_entry (h, e, &error))
         {
           e->result = TWED_RESULT_APPLIED;
+          backend_vm_changed (h, e->uuid ? e->uuid : e->domain, NULL);
           twed_log_change (h->name, e->domain, from, to, e->reason);
         }
       else
         {
+          /* Without the API nothing was tried: nothing to back off. */
+          if (twed_domain_params_available ())
+            backend_vm_changed (h, e->uuid ? e->uuid : e->domain, error);
           e->result = TWED_RESULT_FAILED;
           e->error = g_strdup (error->message);
           failed++;
           twed_log_domain (G_LOG_LEVEL_WARNING, h->name, e->domain, "change %s -> %s failed: %s",
                            from, to, error->message);
         }
-      g_mutex_lock (&h->lock);
     }
-  g_mutex_unlock (&h->lock);
   return GUINT_TO_POINTER (failed);
 }
 
 guint
 twed_backend_apply (TwedBackend *b, TwedPlan *plan, gboolean dry_run)
 {
-  g_autoptr(GPtrArray) todo = g_ptr_array_new ();
+  g_autoptr(GHashTable) by_name = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(GPtrArray) todo = g_ptr_array_new_with_free_func ((GDestroyNotify) host_changes_free);
   g_autofree gpointer *results = NULL;
-  ApplyJob job = { plan->entries, dry_run };
   guint failed = 0;
 
   for (guint i = 0; i < b->hosts->len; i++)
     {
       BackendHost *h = g_ptr_array_index (b->hosts, i);
+      HostChanges *hc = g_new0 (HostChanges, 1);
 
-      for (guint j = 0; j < plan->entries->len; j++)
-        {
-          TwedPlanEntry *e = g_ptr_array_index (plan->entries, j);
-
-          if (e->action == TWED_ACTION_CHANGE && g_str_equal (e->host, h->name))
-            {
-              g_ptr_array_add (todo, h);
-              break;
-            }
-        }
+      hc->host = h;
+      hc->changes = g_ptr_array_new ();
+      g_hash_table_insert (by_name, h->name, hc);
     }
-  results = backend_fan_out (todo, b->opts.threads, apply_func, &job);
+  for (guint j = 0; j < plan->entries->len; j++)
+    {
+      TwedPlanEntry *e = g_ptr_array_index (plan->entries, j);
+      HostChanges *hc;
+
+      if (e->action == TWED_ACTION_CHANGE && (hc = g_hash_table_lookup (by_name, e->host)))
+        g_ptr_array_add (hc->changes, e);
+    }
+  for (guint i = 0; i < b->hosts->len; i++)
+    {
+      HostChanges *hc = g_hash_table_lookup (by_name, ((BackendHost *) g_ptr_array_index (b->hosts, i))->name);
+
+      if (hc->changes->len)
+        g_ptr_array_add (todo, hc);
+      else
+        host_changes_free (hc);
+    }
+  results = backend_fan_out (todo, b->opts.threads, apply_func, GINT_TO_POINTER (dry_run));
   for (guint i = 0; i < todo->len; i++)
     failed += GPOINTER_TO_UINT (results[i]);
   return failed;
@@ -177,7 +201,7 @@ twed_backend_set_manual (TwedBackend *b, const char *name, const TwedSetting *s,
   unsigned int flags;
   int active, persistent;
 
-  if (s && !twed_apply_api_available ())
+  if (s && !twed_domain_params_available ())
     {
       g_set_error_literal (error, TWED_ERROR, TWED_ERROR_UNSUPPORTED, TWED_API_MISSING_MESSAGE);
       return FALSE;
@@ -209,7 +233,7 @@ twed_backend_set_manual (TwedBackend *b, const char *name, const TwedSetting *s,
   if (s)
     {
       backend_count_write (h);
-      if (!twed_apply_api_set (dom, s, active == 1, persistent == 1, error))
+      if (!twed_domain_params_set (dom, s, active == 1, persistent == 1, error))
         return FALSE;
     }
   backend_count_write (h);
@@ -221,13 +245,22 @@ twed_backend_set_manual (TwedBackend *b, const char *name, const TwedSetting *s,
           g_autoptr(GError) undo = NULL;
 
           backend_count_write (h);
-          if (!twed_apply_api_set (dom, &before->twed, active == 1, persistent == 1, &undo))
+          if (!twed_domain_params_set (dom, &before->twed, active == 1, persistent == 1, &undo))
             g_prefix_error (error, "(and restoring the previous TWED setting failed: %s) ",
                             undo->message);
         }
       return FALSE;
     }
   backend_mark_dirty (h, dom);
+  if (s)
+    {
+      char uuid[VIR_UUID_STRING_BUFLEN];
+
+      /* A manual setting is the operator's to make at any time, but it
+       * counts as the VM's last change for what this process plans. */
+      if (virDomainGetUUIDString (dom, uuid) == 0)
+        backend_vm_changed (h, uuid, NULL);
+    }
   twed_log_domain (G_LOG_LEVEL_MESSAGE, h->name, name, "manual setting: %s",
                    meta ? meta : "automatic");
   return TRUE;
