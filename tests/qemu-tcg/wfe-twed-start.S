@@ -164,6 +164,74 @@ el2_vectors:
 	.endr
 
 /*
+ * uint64_t el1_run_el0_wfe(uint64_t arg), an EL1 function for run_el1():
+ * run el0_wfe at EL0 with EL1's vectors installed, and return the ESR
+ * of the WFx trap that EL1 took from it (0 if none). EL0 ends with an
+ * SVC, whose handler returns from this function.
+ */
+	.global el1_run_el0_wfe
+el1_run_el0_wfe:
+	ldr	x1, =el1_saved
+	mov	x2, sp
+	stp	x2, x30, [x1]
+	str	xzr, [x1, #16]
+	ldr	x1, =el1_vectors
+	msr	vbar_el1, x1
+	ldr	x1, =el0_wfe
+	msr	elr_el1, x1
+	mov	x1, #0x3c0		/* EL0t, DAIF masked */
+	msr	spsr_el1, x1
+	isb
+	eret
+
+/* EL0: consume the event, then one WFE, which SCTLR_EL1.nTWE traps */
+el0_wfe:
+	sevl
+	wfe
+	wfe
+	svc	#0
+
+/*
+ * A synchronous exception from EL0 to EL1: a trapped WFx is recorded and
+ * skipped, an SVC returns from el1_run_el0_wfe with the recorded ESR.
+ */
+el1_lower_sync:
+	mrs	x9, esr_el1
+	lsr	x10, x9, #26
+	cmp	x10, #0x15		/* SVC */
+	b.eq	1f
+	cmp	x10, #0x01		/* WFx trap */
+	b.ne	el1_unexpected
+	ldr	x10, =el1_saved
+	str	x9, [x10, #16]
+	mrs	x9, elr_el1
+	add	x9, x9, #4
+	msr	elr_el1, x9
+	eret
+1:	ldr	x1, =el1_saved
+	ldp	x2, x30, [x1]
+	mov	sp, x2
+	ldr	x0, [x1, #16]
+	ret
+
+el1_unexpected:
+	hvc	#1
+1:	b	1b
+
+	.balign	2048
+el1_vectors:
+	.set	i, 0
+	.rept	16
+	.balign	128
+	.if	i == 8
+	b	el1_lower_sync
+	.else
+	b	el1_unexpected
+	.endif
+	.set	i, i + 1
+	.endr
+
+/*
  * AArch32 EL1 code, hand-assembled (the toolchain is AArch64 only).
  * Each block consumes the event that the exception return set, then
  * executes a WFE or WFI as the first instruction of an ITTE EQ block
@@ -220,3 +288,5 @@ el2_vectors:
 	.balign	8
 saved_el2_sp:
 	.quad	0
+el1_saved:			/* sp, x30, ESR of the trap */
+	.quad	0, 0, 0

@@ -39,6 +39,7 @@ void cpu1_entry(void);
 volatile uint64_t trap_count, trap_esr, trap_time, trap_spsr, trap_elr;
 
 /* AArch32 EL1 code in wfe-twed-start.S, and the WFx in each */
+uint64_t el1_run_el0_wfe(uint64_t arg);
 extern const char t32_wfe_it[], t32_wfe_it_insn[];
 extern const char t32_wfi_it[], t32_wfi_it_insn[];
 extern const char a32_wfe_cond[], a32_wfe_cond_insn[];
@@ -350,7 +351,7 @@ int main(void)
 {
     uint64_t mmfr1 = sysreg_read(id_aa64mmfr1_el1);
     bool twed = ((mmfr1 >> 32) & 0xf) == 1;
-    uint64_t t, hcr, t0;
+    uint64_t t, hcr, t0, r;
 
     puts_("wfe-twed: ID_AA64MMFR1_EL1.TWED=");
     putnum((mmfr1 >> 32) & 0xf);
@@ -388,6 +389,19 @@ int main(void)
     check(trapped_wfx(1), "WFE traps with HCR_EL2.TWE while a masked vIRQ is pending");
 
     test_aarch32();
+
+    /*
+     * SCTLR_EL1.nTWE clear: an EL0 WFE traps to EL1, before HCR_EL2.TWE
+     * would trap it to EL2; set: only HCR_EL2.TWE traps it
+     */
+    sysreg_write(sctlr_el1, 0x30d00800 | (1 << 16));
+    r = run(HCR_TWE, el1_run_el0_wfe, 0);
+    check(trap_count == 0 && (r >> 26) == EC_WFX && (r & 3) == 1,
+          "EL0 WFE traps to EL1 with SCTLR_EL1.nTWE clear, before HCR_EL2.TWE");
+    sysreg_write(sctlr_el1, 0x30d00800 | (1 << 16) | (1 << 18));
+    r = run(HCR_TWE, el1_run_el0_wfe, 0);
+    check(trapped_wfx(1) && r == 0,
+          "EL0 WFE traps to EL2, not EL1, with SCTLR_EL1.nTWE set");
 
     req_delay = 5000;
     t = run(0, el1_wfe, REQ_SEV);
