@@ -15,6 +15,9 @@
 #include <stdint.h>
 #include <stdbool.h>
 
+#define HCR_IMO         (1ULL << 4)
+#define HCR_VI          (1ULL << 7)
+#define HCR_TWI         (1ULL << 13)
 #define HCR_TWE         (1ULL << 14)
 #define HCR_RW          (1ULL << 31)
 #define HCR_TWEDEN      (1ULL << 59)
@@ -22,13 +25,25 @@
 
 #define EC_WFX          0x01
 
-uint64_t run_el1(uint64_t (*fn)(uint64_t), uint64_t arg);
+/* SPSR_EL2 for run_el1(): AArch64 EL1h, or AArch32 SVC (T: Thumb) */
+#define SPSR_EL1H       0x3c5
+#define SPSR_A32_SVC    0x1d3
+#define SPSR_T          (1 << 5)
+
+uint64_t run_el1(uint64_t (*fn)(uint64_t), uint64_t arg, uint64_t spsr);
 uint64_t semi_call(uint64_t op, const void *param);
 uint64_t smc_call(uint64_t fn, uint64_t a1, uint64_t a2, uint64_t a3);
 void cpu1_entry(void);
 
-/* Written by the EL2 WFx trap handler in wfe-twed-start.S */
-volatile uint64_t trap_count, trap_esr, trap_time;
+/* Written by the EL2 WFx trap handlers in wfe-twed-start.S */
+volatile uint64_t trap_count, trap_esr, trap_time, trap_spsr, trap_elr;
+
+/* AArch32 EL1 code in wfe-twed-start.S, and the WFx in each */
+uint64_t el1_run_el0_wfe(uint64_t arg);
+extern const char t32_wfe_it[], t32_wfe_it_insn[];
+extern const char t32_wfi_it[], t32_wfi_it_insn[];
+extern const char a32_wfe_cond[], a32_wfe_cond_insn[];
+extern const char a32_wfi_cond[], a32_wfi_cond_insn[];
 
 /* Requests to CPU 1: action after delay ticks */
 enum { REQ_NONE, REQ_SEV, REQ_STORE };
@@ -248,7 +263,82 @@ static uint64_t run(uint64_t hcr, uint64_t (*fn)(uint64_t), uint64_t arg)
     sysreg_write(hcr_el2, HCR_RW | hcr);
     trap_count = 0;
     trap_esr = 0;
-    return run_el1(fn, arg);
+    return run_el1(fn, arg, SPSR_EL1H);
+}
+
+/*
+ * Run one of the AArch32 blocks of wfe-twed-start.S at EL1 (HCR_EL2.RW
+ * clear) in Thumb or A32 state; it returns 1 if the instructions after
+ * its WFx ran under the right conditions.
+ */
+static uint64_t run32(uint64_t hcr, const char *code, bool thumb)
+{
+    sysreg_write(hcr_el2, hcr);
+    trap_count = 0;
+    trap_esr = 0;
+    trap_spsr = 0;
+    trap_elr = 0;
+    return (uint32_t)run_el1((uint64_t (*)(uint64_t))code, 0,
+                             SPSR_A32_SVC | (thumb ? SPSR_T : 0));
+}
+
+/* The IT[7:0] field of an AArch32 SPSR */
+static unsigned spsr_it(uint64_t spsr)
+{
+    return ((spsr >> 25) & 3) | ((spsr >> 8) & 0xfc);
+}
+
+/*
+ * One trap of the AArch32 WFx at @insn (TI @ti, IL 0 for a 16-bit T32
+ * instruction), with the PE state of that instruction in SPSR_EL2: the
+ * IT state @it (0x06: first of ITTE EQ) and no other.
+ */
+static bool trapped_a32(const char *insn, unsigned ti, bool t16, unsigned it)
+{
+    return trap_count == 1 && (trap_esr >> 26) == EC_WFX &&
+        !!(trap_esr & (1 << 25)) == !t16 && (trap_esr & 3) == ti &&
+        trap_elr == (uint64_t)insn && spsr_it(trap_spsr) == it &&
+        !!(trap_spsr & SPSR_T) == t16;
+}
+
+/*
+ * WFE and WFI in AArch32 EL1, as the first instruction of an IT block
+ * (T32) or conditional (A32): trapped to EL2 and executed again, or
+ * sleeping and woken up. Either way they must resume with their own IT
+ * state, so that the rest of the block runs under its conditions.
+ */
+static void test_aarch32(void)
+{
+    uint64_t r, t0, t;
+
+    r = run32(HCR_TWE, t32_wfe_it, true);
+    check(trapped_a32(t32_wfe_it_insn, 1, true, 0x06),
+          "T32: WFE in an IT block traps with its own IT state in SPSR_EL2");
+    check(r == 1, "T32: the IT block runs on under its conditions after the WFE trap");
+    report("IT state in SPSR_EL2 (want 6):", spsr_it(trap_spsr));
+    report("block result (want 1):", r);
+    r = run32(HCR_TWI, t32_wfi_it, true);
+    check(trapped_a32(t32_wfi_it_insn, 0, true, 0x06),
+          "T32: WFI in an IT block traps with its own IT state in SPSR_EL2");
+    check(r == 1, "T32: the IT block runs on under its conditions after the WFI trap");
+
+    r = run32(HCR_TWE, a32_wfe_cond, false);
+    check(trapped_a32(a32_wfe_cond_insn, 1, false, 0) && r == 1,
+          "A32: conditional WFE traps, is executed again, and execution goes on");
+    r = run32(HCR_TWI, a32_wfi_cond, false);
+    check(trapped_a32(a32_wfi_cond_insn, 0, false, 0) && r == 1,
+          "A32: conditional WFI traps, is executed again, and execution goes on");
+
+    /* Not trapped: the WFE sleeps until CPU 1's SEV and executes again */
+    t0 = now();
+    request(REQ_SEV, 5000);
+    r = run32(0, t32_wfe_it, true);
+    t = now() - t0;
+    wait_request_done();
+    check(trap_count == 0 && t >= 4000 && r == 1,
+          "T32: WFE in an IT block sleeps, wakes on SEV, the block runs on");
+    report("ticks waited:", t);
+    report("block result (want 1):", r);
 }
 
 static bool trapped_wfx(unsigned ti)
@@ -261,7 +351,7 @@ int main(void)
 {
     uint64_t mmfr1 = sysreg_read(id_aa64mmfr1_el1);
     bool twed = ((mmfr1 >> 32) & 0xf) == 1;
-    uint64_t t, hcr, t0;
+    uint64_t t, hcr, t0, r;
 
     puts_("wfe-twed: ID_AA64MMFR1_EL1.TWED=");
     putnum((mmfr1 >> 32) & 0xf);
@@ -290,6 +380,28 @@ int main(void)
 
     t = run(HCR_TWE, el1_wfe, REQ_NONE);
     check(trapped_wfx(1), "WFE traps with HCR_EL2.TWE, EC 0x01, IL 1, TI 0b01");
+
+    /*
+     * A pending interrupt that is masked (EL1 runs with DAIF set) is no
+     * wake-up event for WFE: it must not hide the trap
+     */
+    t = run(HCR_TWE | HCR_IMO | HCR_VI, el1_wfe, REQ_NONE);
+    check(trapped_wfx(1), "WFE traps with HCR_EL2.TWE while a masked vIRQ is pending");
+
+    test_aarch32();
+
+    /*
+     * SCTLR_EL1.nTWE clear: an EL0 WFE traps to EL1, before HCR_EL2.TWE
+     * would trap it to EL2; set: only HCR_EL2.TWE traps it
+     */
+    sysreg_write(sctlr_el1, 0x30d00800 | (1 << 16));
+    r = run(HCR_TWE, el1_run_el0_wfe, 0);
+    check(trap_count == 0 && (r >> 26) == EC_WFX && (r & 3) == 1,
+          "EL0 WFE traps to EL1 with SCTLR_EL1.nTWE clear, before HCR_EL2.TWE");
+    sysreg_write(sctlr_el1, 0x30d00800 | (1 << 16) | (1 << 18));
+    r = run(HCR_TWE, el1_run_el0_wfe, 0);
+    check(trapped_wfx(1) && r == 0,
+          "EL0 WFE traps to EL2, not EL1, with SCTLR_EL1.nTWE set");
 
     req_delay = 5000;
     t = run(0, el1_wfe, REQ_SEV);

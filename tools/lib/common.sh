@@ -82,7 +82,7 @@ series_digest() {
 # --- layer provenance (tools/stack, tests/smoke/layer-series) -----------------
 # A layer build is keyed by what made it: the source digest of its component
 # (base, series, build-tree fixups) and the digest of its configuration (the
-# build script, the tools/config files it reads, the options from the
+# build script, the tools/layers configuration files it reads, the options from the
 # environment).  Different series or configurations never share a build.
 
 # layer_component LAYER -> kernel | qemu | libvirt
