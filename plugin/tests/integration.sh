@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # twedctl and twedd against several libvirt test-driver hosts at once.
 # Usage: integration.sh TWEDCTL DEMO_DIR DATA_DIR SCHEMAS_DIR
 set -u
@@ -27,17 +27,17 @@ sed "s#@DEMO@#$demo#g" "$data/hosts.in" >"$tmp/hosts"
 : >"$tmp/empty.conf"
 # The checks on the daemon's decisions read the per-VM families.
 printf '[metrics]\nper_vm=true\n' >"$tmp/pervm.conf"
-H="--hosts-file $tmp/hosts -P $demo/policies.d"
+H=(--hosts-file "$tmp/hosts" -P "$demo/policies.d")
 has_api=no
 "$twedctl" --version | grep -q 'API: yes' && has_api=yes
 
 # Several hosts, one unreachable: reported, the others proceed.
-expect_rc 3 "hosts: unreachable host gives exit 3" "$twedctl" hosts $H
+expect_rc 3 "hosts: unreachable host gives exit 3" "$twedctl" hosts "${H[@]}"
 check "hosts: three hosts up" [ "$(grep -c ' up ' "$tmp/out")" -eq 3 ]
 check "hosts: down reported with reason" grep -q 'down .*unreachable.*nonexistent' "$tmp/out"
 check "hosts: ratios 1.00 / 2.00 / 4.00" sh -c "grep -q 'host-a .* 1.00 ' '$tmp/out' && grep -q 'host-b .* 2.00 ' '$tmp/out' && grep -q 'host-c .* 4.00 ' '$tmp/out'"
 
-expect_rc 3 "plan --json" "$twedctl" plan --json $H
+expect_rc 3 "plan --json" "$twedctl" plan --json "${H[@]}"
 check "plan --json matches schemas/twed-plan.schema.json" /usr/bin/python3 -c '
 import json, sys, jsonschema
 schema = json.load(open(sys.argv[1])); doc = json.load(open(sys.argv[2]))
@@ -60,23 +60,23 @@ expect_rc 2 "bad policy in the directory" "$twedctl" plan --hosts-file "$tmp/hos
 check "bad policy: file and JSON path named" grep -q 'bad-long-delay.json: \$.beyond.delay: 9 exceeds 5' "$tmp/err"
 expect_rc 2 "bad URI" "$twedctl" plan -c 'not a uri' -P "$demo/policies.d"
 check "bad URI: named" grep -q "not a uri" "$tmp/err"
-expect_rc 2 "bad configuration key" "$twedctl" plan --config "$data/bad.conf" $H
+expect_rc 2 "bad configuration key" "$twedctl" plan --config "$data/bad.conf" "${H[@]}"
 check "bad configuration: group and key named" grep -q "\[twed\] unknown key 'bogus'" "$tmp/err"
 expect_rc 2 "no hosts" "$twedctl" plan --config "$tmp/empty.conf" -P "$demo/policies.d"
 expect_rc 2 "unknown option" "$twedctl" plan --frobnicate
-expect_rc 2 "set: long delay refused" "$twedctl" set web-1 --mode fixed --delay 7 $H
-expect_rc 2 "set: fixed with --min refused" "$twedctl" set web-1 --mode fixed --delay 2 --min 1 $H
+expect_rc 2 "set: long delay refused" "$twedctl" set web-1 --mode fixed --delay 7 "${H[@]}"
+expect_rc 2 "set: fixed with --min refused" "$twedctl" set web-1 --mode fixed --delay 2 --min 1 "${H[@]}"
 expect_rc 2 "policy check: invalid" "$twedctl" policy check "$data/bad-long-delay.json"
 expect_rc 0 "policy check: demo policies" "$twedctl" policy check "$demo/policies.d/"*.json
 expect_rc 0 "apply --dry-run" "$twedctl" apply --dry-run -c "test://$demo/host-b.xml" -P "$demo/policies.d"
 check "apply --dry-run: two would be applied" grep -q 'dry run: 2 change' "$tmp/out"
 
 if [ $has_api = no ]; then
-    expect_rc 4 "apply without the twed API" "$twedctl" apply $H
+    expect_rc 4 "apply without the twed API" "$twedctl" apply "${H[@]}"
     check "apply without the API says why" grep -q 'applying needs the twed libvirt API' "$tmp/err"
-    expect_rc 4 "set without the twed API" "$twedctl" set web-1 --mode fixed --delay 2 $H
+    expect_rc 4 "set without the twed API" "$twedctl" set web-1 --mode fixed --delay 2 "${H[@]}"
 else
-    expect_rc 3 "apply with one host down" "$twedctl" apply --status $H
+    expect_rc 3 "apply with one host down" "$twedctl" apply --status "${H[@]}"
     check "apply: five applied" grep -q 'applied 5, failed 0' "$tmp/out"
     check "apply --status shows new values" grep -q 'web-1 .*running .* fixed:3 ' "$tmp/out"
     expect_rc 0 "set pins a VM" "$twedctl" set web-1 --mode fixed --delay 2 -c "test://$demo/host-b.xml"

@@ -12,7 +12,7 @@ twedd=$1 libvirtd=$2 virsh=$3 policies=$4
 here=$(cd "$(dirname "$0")" && pwd)
 if [ ! -x "$libvirtd" ] || [ ! -x "$virsh" ]; then
 	echo "1..0 # SKIP needs libvirtd and virsh (got '$libvirtd', '$virsh')"
-	exit 77
+	exit 0
 fi
 tmp=$(mktemp -d)
 pids=()

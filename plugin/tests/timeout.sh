@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Connect timeout: a host whose port accepts the TCP connection and never
 # answers (a hung libvirtd, a half-dead proxy) holds virConnectOpen
 # forever.  twedctl and twedd give up on it within [libvirt]
@@ -44,10 +44,10 @@ listener=$!
 wait_for 5 test -s "$tmp/port" || { echo "Bail out! the silent listener did not start"; exit 1; }
 port=$(cat "$tmp/port")
 printf '[libvirt]\nconnect_timeout=2\nreconnect_max=1\n' >"$tmp/twed.conf"
-hosts="-c silent=qemu+tcp://127.0.0.1:$port/system -c ok=test://$demo/host-b.xml"
+hosts=(-c "silent=qemu+tcp://127.0.0.1:$port/system" -c "ok=test://$demo/host-b.xml")
 
 start=$(date +%s)
-timeout 60 "$twedctl" hosts --config "$tmp/twed.conf" $hosts >"$tmp/out" 2>"$tmp/err"
+timeout 60 "$twedctl" hosts --config "$tmp/twed.conf" "${hosts[@]}" >"$tmp/out" 2>"$tmp/err"
 rc=$?
 elapsed=$(($(date +%s) - start))
 check "twedctl: gives up on the silent host (exit $rc, want 3)" [ "$rc" -eq 3 ]
@@ -57,7 +57,7 @@ check "twedctl: the other host read" grep -q '^ok  *up ' "$tmp/out"
 [ $fails -eq 0 ] || sed 's/^/# /' "$tmp/out" "$tmp/err"
 
 before=$(cat "$tmp/accepted")
-"$twedd" --config "$tmp/twed.conf" -P "$demo/policies.d" -i 3600 --dry-run $hosts \
+"$twedd" --config "$tmp/twed.conf" -P "$demo/policies.d" -i 3600 --dry-run "${hosts[@]}" \
 	--metrics-textfile "$tmp/twed.prom" 2>"$tmp/log" &
 pid=$!
 check "twedd: the other host is up while the silent one hangs" \
