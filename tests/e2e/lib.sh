@@ -43,12 +43,14 @@ take_cluster_turn() {
 cvirsh() { "$cluster" virsh "$@"; }
 csh() { "$cluster" sh "$@"; }
 
-# guest_xml NAME VCPUS PCPUS TWED CMD
+# guest_xml NAME VCPUS PCPUS TWED CMD [CPU]
 #   PCPUS: the host pCPU of each vCPU in turn, e.g. "0 0 1 1" (2:1); "-" for
 #   none (unpinned); TWED: attributes of <twed/>, or "" for no element;
-#   CMD: the guest's twed.guest= command (tools/hosts/hostimage/guest-boot)
+#   CMD: the guest's twed.guest= command (tools/hosts/hostimage/guest-boot);
+#   CPU "no-twed": the guest's ID registers hide FEAT_TWED (-cpu host,twed=off),
+#   which a guest that migrates to a host without FEAT_TWED needs
 guest_xml() {
-	local name=$1 vcpus=$2 pcpus=$3 twed=$4 cmd=$5 i=0 p cputune='' xml
+	local name=$1 vcpus=$2 pcpus=$3 twed=$4 cmd=$5 cpu=${6:-} i=0 p cputune='' xml
 	if [ "$pcpus" != - ]; then
 		for p in $pcpus; do
 			cputune+="    <vcpupin vcpu='$i' cpuset='$p'/>"$'\n'
@@ -62,10 +64,12 @@ guest_xml() {
 	xml=${xml//@VCPUS@/$vcpus}
 	xml=${xml//@CPUTUNE@/$cputune}
 	xml=${xml//@CMD@/$cmd}
+	[ "$cpu" != no-twed ] ||
+		xml=${xml//"<cpu mode='host-passthrough'/>"/"<cpu mode='host-passthrough'><feature policy='disable' name='twed'/></cpu>"}
 	printf '%s\n' "$xml"
 }
 
-# define_guest HOST NAME VCPUS PCPUS TWED CMD: define it on HOST
+# define_guest HOST NAME VCPUS PCPUS TWED CMD [CPU]: define it on HOST
 define_guest() {
 	local host=$1 xml
 	xml=$(mktemp)
