@@ -43,50 +43,6 @@ out:
   return ok;
 }
 
-gboolean
-twed_domain_params_get (virDomainPtr dom, TwedSetting *s, GError **error)
-{
-  virTypedParameterPtr params = NULL;
-  int nparams = 0;
-  const char *mode = NULL;
-  unsigned int v;
-  gboolean ok = FALSE;
-
-  /* First call sizes the array, as with the other *Parameters APIs. */
-  if (virDomainGetTwedParameters (dom, NULL, &nparams, 0) < 0)
-    goto out;
-  params = g_new0 (virTypedParameter, nparams);
-  if (virDomainGetTwedParameters (dom, params, &nparams, 0) < 0)
-    goto out;
-  *s = (TwedSetting) { TWED_MODE_OFF, 0, 0, 0 };
-  if (virTypedParamsGetString (params, nparams, VIR_DOMAIN_TWED_MODE, &mode) == 1 &&
-      !twed_mode_from_string (mode, &s->mode))
-    {
-      virTypedParamsClear (params, nparams);
-      g_free (params);
-      g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "libvirt reported unknown TWED mode '%s'", mode);
-      return FALSE;
-    }
-  if (virTypedParamsGetUInt (params, nparams, VIR_DOMAIN_TWED_DELAY, &v) == 1)
-    s->delay = v;
-  if (virTypedParamsGetUInt (params, nparams, VIR_DOMAIN_TWED_MIN, &v) == 1)
-    s->min = v;
-  if (virTypedParamsGetUInt (params, nparams, VIR_DOMAIN_TWED_MAX, &v) == 1)
-    s->max = v;
-  twed_setting_normalize (s);
-  ok = TRUE;
-
-out:
-  if (!ok)
-    twed_set_libvirt_error (error, "virDomainGetTwedParameters");
-  if (params)
-    {
-      virTypedParamsClear (params, nparams);
-      g_free (params);
-    }
-  return ok;
-}
-
 #else /* !HAVE_VIR_DOMAIN_TWED_API */
 
 gboolean
@@ -98,13 +54,6 @@ twed_domain_params_available (void)
 gboolean
 twed_domain_params_set (virDomainPtr dom G_GNUC_UNUSED, const TwedSetting *s G_GNUC_UNUSED,
                     gboolean live G_GNUC_UNUSED, gboolean config G_GNUC_UNUSED, GError **error)
-{
-  g_set_error_literal (error, TWED_ERROR, TWED_ERROR_UNSUPPORTED, TWED_API_MISSING_MESSAGE);
-  return FALSE;
-}
-
-gboolean
-twed_domain_params_get (virDomainPtr dom G_GNUC_UNUSED, TwedSetting *s G_GNUC_UNUSED, GError **error)
 {
   g_set_error_literal (error, TWED_ERROR, TWED_ERROR_UNSUPPORTED, TWED_API_MISSING_MESSAGE);
   return FALSE;

@@ -14,9 +14,6 @@ gboolean twed_domain_params_available (void);
 gboolean twed_domain_params_set (virDomainPtr dom, const TwedSetting *s, gboolean live,
                              gboolean config, GError **error);
 
-/* Reads the live (or config when inactive) TWED parameters. */
-gboolean twed_domain_params_get (virDomainPtr dom, TwedSetting *s, GError **error);
-
 #define TWED_API_MISSING_MESSAGE \
   "applying needs the twed libvirt API (virDomainSetTwedParameters, libvirt built " \
   "with twed's libvirt-patches); this build of twed uses a libvirt without it"
