@@ -3,10 +3,30 @@
 #include "twed-types.h"
 
 #include <signal.h>
+#include <libxml/parser.h>
+#include <libxml/xmlerror.h>
 
 static void
 quiet_error_func (void *opaque G_GNUC_UNUSED, virErrorPtr err G_GNUC_UNUSED)
 {
+}
+
+/* libxml2 prints parser warnings to stderr by default, e.g. for a test
+ * driver file that libvirt cannot load: they would break a log that is
+ * all structured lines.  What it says reaches the debug log instead; the
+ * error itself comes back through the libvirt call that failed. */
+static void
+xml_error_func (void *opaque G_GNUC_UNUSED, const char *fmt, ...)
+{
+  g_autofree char *msg = NULL;
+  va_list ap;
+
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  g_strchomp (msg);
+  if (*msg)
+    g_debug ("libxml2: %s", msg);
 }
 
 void
@@ -22,6 +42,11 @@ twed_libvirt_init (gboolean events)
        * or the command mid-cycle.  virsh does the same. */
       signal (SIGPIPE, SIG_IGN);
       virSetErrorFunc (NULL, quiet_error_func);
+      /* libxml2 2.9 keeps its handler per thread: set it here and as the
+       * default of the threads that passes and libvirt start later. */
+      xmlInitParser ();
+      xmlSetGenericErrorFunc (NULL, xml_error_func);
+      xmlThrDefSetGenericErrorFunc (NULL, xml_error_func);
       virInitialize ();
       /* Lifecycle events and keepalive need libvirt's event loop, before
        * the first connection is opened.  libvirt's default implementation
