@@ -6,15 +6,9 @@ twedctl=$1 demo=$2 data=$3 schemas=$4
 twedd=$(dirname "$twedctl")/../twedd/twedd
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-fails=0
-n=0
+# ok, not_ok, check, wait_for
+. "$(dirname "$0")/tap.sh"
 
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-check() { # DESCRIPTION COMMAND...: passes when COMMAND succeeds
-    desc=$1; shift
-    if "$@"; then ok "$desc"; else not_ok "$desc"; fi
-}
 expect_rc() { # WANT DESCRIPTION COMMAND...: output in $tmp/out, $tmp/err
     want=$1 desc=$2; shift 2
     "$@" >"$tmp/out" 2>"$tmp/err"
@@ -101,11 +95,6 @@ cp "$demo/policies.d/"*.json "$tmp/pol/"
     -c "test://$demo/host-b.xml" -c "test://$demo/host-c.xml" -c down=test:///nonexistent/down.xml \
     2>"$tmp/log" &
 pid=$!
-wait_for() { # SECONDS COMMAND...
-    t=$(($1 * 10)); shift
-    while [ $t -gt 0 ]; do "$@" 2>/dev/null && return 0; sleep 0.1; t=$((t - 1)); done
-    return 1
-}
 check "twedd: first cycle" wait_for 5 grep -q 'twed_vm_target_delay{host="host-b",domain="web-1",mode="fixed"} 3' "$tmp/m.prom"
 check "twedd: unreachable host reported" grep -q 'host=down: unreachable' "$tmp/log"
 cp "$data/web-override.json" "$tmp/pol/20-web.json"

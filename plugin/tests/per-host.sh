@@ -10,16 +10,8 @@ twedd=$1 demo=$2 data=$3
 tmp=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-fails=0
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-check() { desc=$1; shift; if "$@"; then ok "$desc"; else not_ok "$desc"; fi; }
-wait_for() { # SECONDS COMMAND...
-	t=$(($1 * 10)); shift
-	while [ $t -gt 0 ]; do "$@" 2>/dev/null && return 0; sleep 0.1; t=$((t - 1)); done
-	return 1
-}
+# ok, not_ok, check, wait_for
+. "$(dirname "$0")/tap.sh"
 if ! "$twedd" --version | grep -q 'API: yes'; then
 	echo "1..0 # SKIP applying needs libvirt with the twed API"
 	exit 0

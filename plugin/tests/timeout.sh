@@ -16,16 +16,8 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-fails=0
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-check() { desc=$1; shift; if "$@"; then ok "$desc"; else not_ok "$desc"; fi; }
-wait_for() { # SECONDS COMMAND...
-	t=$(($1 * 10)); shift
-	while [ $t -gt 0 ]; do "$@" 2>/dev/null && return 0; sleep 0.1; t=$((t - 1)); done
-	return 1
-}
+# ok, not_ok, check, wait_for
+. "$(dirname "$0")/tap.sh"
 
 # Accepts, counts and keeps every connection, never sends a byte.
 /usr/bin/python3 -c '

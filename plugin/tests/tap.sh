@@ -1,0 +1,17 @@
+# TAP helpers of the plugin's shell tests.  Source it; do not run it.
+# shellcheck shell=sh
+fails=0
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
+# check DESCRIPTION COMMAND...: passes when COMMAND succeeds
+check() {
+	desc=$1; shift
+	if "$@"; then ok "$desc"; else not_ok "$desc"; fi
+}
+# wait_for SECONDS COMMAND...: until COMMAND succeeds, at most SECONDS
+wait_for() {
+	t=$(($1 * 10)); shift
+	while [ $t -gt 0 ]; do "$@" 2>/dev/null && return 0; sleep 0.1; t=$((t - 1)); done
+	return 1
+}
