@@ -2,7 +2,7 @@
 # Start a libvirtd serving the test driver on a private UNIX socket, in
 # session mode inside DIR, so that it touches nothing outside DIR.  Run by
 # root, it runs as nobody (a privileged libvirtd would be the system one),
-# allowed to read a build in root's home and a DIR below a private one.
+# allowed to read a build in root's home; DIR must be reachable by nobody.
 #   libvirtd-session.sh LIBVIRTD DIR [LIBVIRTD.CONF LINE...]
 # Prints the daemon's pid once its socket exists; the socket is
 # DIR/run/libvirt-sock.  Exit 1 (and the daemon's log) if it did not start.
@@ -19,12 +19,16 @@ as=()
 if [ "$(id -u)" = 0 ]; then
 	chown -R 65534:65534 "$dir"
 	as=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-	# Its own directory may lie below one only root may search (mktemp
-	# -d), and the build in root's home: then nobody may read and search
+	# libvirtd checks for its directories with access(2), which ignores
+	# capabilities: nobody must be able to reach DIR itself.
+	if ! "${as[@]}" test -r "$dir/libvirtd.conf"; then
+		echo "libvirtd-session.sh: $dir is below a directory nobody cannot search" >&2
+		exit 1
+	fi
+	# The build may live in root's home: then nobody may read and search
 	# past file permissions, nothing more.
 	lib=$(dirname "$libvirtd")/libvirt.so.0
-	if ! "${as[@]}" test -r "$dir/libvirtd.conf" ||
-		{ [ -e "$lib" ] && ! "${as[@]}" test -r "$lib"; }; then
+	if [ -e "$lib" ] && ! "${as[@]}" test -r "$lib"; then
 		as+=(--inh-caps=+dac_read_search --ambient-caps=+dac_read_search)
 	fi
 fi

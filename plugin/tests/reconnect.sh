@@ -15,6 +15,9 @@ if [ ! -x "$libvirtd" ] || [ ! -x "$virsh" ]; then
 	exit 0
 fi
 tmp=$(mktemp -d)
+# The daemons run as nobody (libvirtd-session.sh), who must be able to
+# reach their directories below it.
+chmod 755 "$tmp"
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null; kill "$p" 2>/dev/null; done
