@@ -12,10 +12,7 @@ pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 # ok, not_ok, check, wait_for
 . "$(dirname "$0")/tap.sh"
-if ! "$twedd" --version | grep -q 'API: yes'; then
-	echo "1..0 # SKIP applying needs libvirt with the twed API"
-	exit 0
-fi
+require_twed_api "$twedd"
 
 # What the orchestrator delivers before the agent starts: the fleet's
 # policies.  The node's configuration names its own libvirt only.

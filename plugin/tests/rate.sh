@@ -11,10 +11,7 @@ pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 # ok, not_ok, check, wait_for
 . "$(dirname "$0")/tap.sh"
-if ! "$twedd" --version | grep -q 'API: yes'; then
-	echo "1..0 # SKIP applying needs libvirt with the twed API"
-	exit 0
-fi
+require_twed_api "$twedd"
 
 hosts=50 cap=20 interval=2
 # Two VMs of 4 vCPUs on 4 pCPUs per host: ratio 2, every VM goes from

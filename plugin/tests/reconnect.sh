@@ -25,19 +25,12 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-n=0 fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
+# ok, check, wait_for; a failure here also shows twedd's last lines
+. "$here/tap.sh"
 not_ok() {
 	n=$((n + 1)) fails=$((fails + 1))
 	echo "not ok $n - $1"
 	tail -25 "$tmp/twedd.log" | sed 's/^/# twedd: /'
-}
-check() { local d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
-# wait_for SECONDS COMMAND...
-wait_for() {
-	local end=$((SECONDS + $1))
-	shift
-	until "$@"; do [ $SECONDS -lt "$end" ] || return 1; sleep 0.2; done
 }
 count() { grep -c -- "$1" "$tmp/twedd.log"; }
 # more_than N PATTERN: the log has more than N lines matching PATTERN now

@@ -15,3 +15,11 @@ wait_for() {
 	while [ $t -gt 0 ]; do "$@" 2>/dev/null && return 0; sleep 0.1; t=$((t - 1)); done
 	return 1
 }
+# require_twed_api TWEDD: a TAP skip of the whole script unless TWEDD was
+# built with the twed libvirt API (applying needs it)
+require_twed_api() {
+	if ! "$1" --version | grep -q 'API: yes'; then
+		echo "1..0 # SKIP applying needs libvirt with the twed API"
+		exit 0
+	fi
+}
