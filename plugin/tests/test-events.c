@@ -231,6 +231,47 @@ test_own_events_quiet (void)
   g_assert_cmpuint (find (twed_engine_get_last_plan (e), "web-1")->current.delay, ==, 3);
 }
 
+/* Extra workers count only passes a worker has held for long: a round
+ * of thousands of queued passes (a long timer round, threads=1) once
+ * counted them all and grew the pool to thousands of threads. */
+static void
+test_extra_workers (void)
+{
+  const gint64 now = 1000 * G_USEC_PER_SEC, s = G_USEC_PER_SEC;
+  static const struct {
+    const char *what;
+    guint threads;
+    guint queued;       /* running_since 0: waiting for a worker */
+    guint fresh;        /* in a worker for 5 s */
+    guint stuck;        /* in a worker for 20 s */
+    guint want;
+  } cases[] = {
+    { "7000 queued behind one worker", 1, 7000, 1, 0, 0 },
+    { "7000 queued, the worker stuck", 1, 6999, 0, 1, 1 },
+    { "two stuck of eight", 8, 100, 6, 2, 2 },
+    { "capped at 2 x threads", 1, 0, 0, 2777, 2 },
+    { "capped at 2 x threads (8)", 8, 5000, 0, 40, 16 },
+    { "threads 0 counts as 1", 0, 0, 0, 5, 2 },
+    { "nothing running", 4, 0, 0, 0, 0 },
+  };
+
+  for (guint c = 0; c < G_N_ELEMENTS (cases); c++)
+    {
+      g_autoptr(GArray) since = g_array_new (FALSE, FALSE, sizeof (gint64));
+      gint64 zero = 0, fresh = now - 5 * s, stuck = now - 20 * s;
+
+      for (guint i = 0; i < cases[c].queued; i++)
+        g_array_append_val (since, zero);
+      for (guint i = 0; i < cases[c].fresh; i++)
+        g_array_append_val (since, fresh);
+      for (guint i = 0; i < cases[c].stuck; i++)
+        g_array_append_val (since, stuck);
+      g_test_message ("%s", cases[c].what);
+      g_assert_cmpuint (twed_engine_extra_workers (cases[c].threads, (const gint64 *) since->data,
+                                                   since->len, now), ==, cases[c].want);
+    }
+}
+
 /* A libvirtd connection that breaks must not end twedd by SIGPIPE. */
 static void
 test_sigpipe_ignored (void)
@@ -254,6 +295,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/budget-holds", test_budget_holds);
   g_test_add_func ("/engine/own-events-quiet", test_own_events_quiet);
   g_test_add_func ("/engine/fleet-priority", test_fleet_priority);
+  g_test_add_func ("/engine/extra-workers", test_extra_workers);
   g_test_add_func ("/libvirt/sigpipe-ignored", test_sigpipe_ignored);
   return g_test_run ();
 }

@@ -27,10 +27,18 @@
 #define POLICY_DEBOUNCE_MS 300
 /* Metrics are rendered at most this often, however many passes end. */
 #define RENDER_MIN_INTERVAL_MS 1000
-/* A pass running this long is waiting on its host (a connect that does
- * not return): it no longer counts against [twed] threads, so that
- * hosts that hang cannot starve the others of workers. */
+/* A pass that has been inside a worker this long is waiting on its
+ * host (a connect that does not return): it no longer counts against
+ * [twed] threads, so that hosts that hang cannot starve the others of
+ * workers.  Only passes a worker runs count: a queued pass holds no
+ * worker, however long it waits.  At most EXTRA_WORKERS_FACTOR x threads
+ * such workers are added: a fleet that hangs as a whole must not turn
+ * into thousands of threads and libvirt calls at once. */
 #define STUCK_AFTER_S 15
+#define EXTRA_WORKERS_FACTOR 2
+/* A pass inside a worker this long (or 2 x interval, if longer) is
+ * reported: its host is shown down and the pass as stuck. */
+#define HUNG_AFTER_S 120
 /* Passes that finished reading wait this long at most for the others
  * of their round before the interval's budget is granted among them. */
 #define GRANT_WAIT_MS 1000
@@ -55,6 +63,7 @@ struct _TwedEngine {
   GSource *cycle_timer;
   GSource *first_pass;
   GSource *render_timer;
+  GSource *stuck_timer;         /* looks for passes stuck in a worker */
   gint64 rendered_at;           /* monotonic usec */
   GThreadPool *pool;
   GHashTable *running;          /* PassJob set: every pass not ended yet */
@@ -91,7 +100,11 @@ typedef struct {
   gboolean dry_run;
   PassStage stage;
   char *generated;
-  gint64 start;
+  gint64 start;                 /* monotonic usec the pass was started */
+  gint64 running_since;         /* atomic: monotonic usec a worker took the
+                                 * current stage, 0 while queued or back */
+  gboolean stuck_logged;        /* main context: warned once as stuck */
+  gboolean hung_reported;       /* main context: reported as hung */
   /* Results, filled in the pool. */
   GPtrArray *inventory;         /* the one TwedHost */
   TwedPlan *plan;
@@ -504,27 +517,88 @@ pass_thread (gpointer data, gpointer user_data G_GNUC_UNUSED)
   PassJob *job = data;
   GSource *src = g_idle_source_new ();
 
+  __atomic_store_n (&job->running_since, g_get_monotonic_time (), __ATOMIC_RELEASE);
   run_pass_stage (job);
+  __atomic_store_n (&job->running_since, 0, __ATOMIC_RELEASE);
   g_source_set_callback (src, on_pass_stage_done, job, NULL);
   g_source_attach (src, job->link->context);
   g_source_unref (src);
 }
 
+guint
+twed_engine_extra_workers (guint threads, const gint64 *running_since, guint n, gint64 now)
+{
+  gint64 stuck_before = now - (gint64) STUCK_AFTER_S * G_USEC_PER_SEC;
+  guint stuck = 0;
+
+  for (guint i = 0; i < n; i++)
+    stuck += running_since[i] && running_since[i] < stuck_before;
+  return MIN (stuck, MAX (threads, 1u) * EXTRA_WORKERS_FACTOR);
+}
+
+static const char *
+stage_name (PassStage stage)
+{
+  return stage == PASS_APPLY ? "apply" : "read";
+}
+
 /* Passes that wait on a host for long do not count against [twed]
- * threads: more workers, so that the other hosts still get theirs. */
+ * threads: more workers (up to a cap), so that the other hosts still get
+ * theirs.  A pass that has hung for long is reported: its host shows
+ * down, the pass as stuck, until it ends. */
 static void
 size_pool (TwedEngine *e)
 {
-  gint64 stuck_before = g_get_monotonic_time () - (gint64) STUCK_AFTER_S * G_USEC_PER_SEC;
+  gint64 now = g_get_monotonic_time ();
+  gint64 hung_after = (gint64) MAX (2 * e->config->interval, HUNG_AFTER_S) * G_USEC_PER_SEC;
+  g_autoptr(GArray) since = g_array_sized_new (FALSE, FALSE, sizeof (gint64), g_hash_table_size (e->running));
   GHashTableIter it;
   gpointer value;
-  guint stuck = 0;
+  guint hung = 0, extra;
 
   /* Passes of a replaced backend too: they hold workers all the same. */
   g_hash_table_iter_init (&it, e->running);
   while (g_hash_table_iter_next (&it, &value, NULL))
-    stuck += ((PassJob *) value)->start < stuck_before;
-  g_thread_pool_set_max_threads (e->pool, (int) (MAX (e->config->threads, 1u) + stuck), NULL);
+    {
+      PassJob *job = value;
+      gint64 rs = __atomic_load_n (&job->running_since, __ATOMIC_ACQUIRE);
+
+      g_array_append_val (since, rs);
+      if (!rs)
+        continue;
+      if (now - rs > (gint64) STUCK_AFTER_S * G_USEC_PER_SEC && !job->stuck_logged)
+        {
+          job->stuck_logged = TRUE;
+          twed_log_host (G_LOG_LEVEL_MESSAGE, job->host,
+                         "pass waiting on the host for more than %d s (%s stage): its worker is not counted against threads",
+                         STUCK_AFTER_S, stage_name (job->stage));
+        }
+      if (now - rs > hung_after)
+        {
+          hung++;
+          if (!job->hung_reported)
+            {
+              g_autofree char *why = g_strdup_printf ("pass hung in its %s stage for more than %" G_GINT64_FORMAT " s",
+                                                      stage_name (job->stage), hung_after / G_USEC_PER_SEC);
+
+              job->hung_reported = TRUE;
+              twed_log_host (G_LOG_LEVEL_WARNING, job->host, "%s: a libvirt call does not return", why);
+              twed_plan_store_mark_down (e->plans, job->host, why);
+              render_soon (e);
+            }
+        }
+    }
+  e->counters.passes_stuck = hung;
+  extra = twed_engine_extra_workers (e->config->threads, (const gint64 *) since->data, since->len, now);
+  g_thread_pool_set_max_threads (e->pool, (int) (MAX (e->config->threads, 1u) + extra), NULL);
+}
+
+/* Stuck passes are found whether or not anything else happens. */
+static gboolean
+on_stuck_check (gpointer data)
+{
+  size_pool (data);
+  return G_SOURCE_CONTINUE;
 }
 
 static void
@@ -859,6 +933,7 @@ twed_engine_start (TwedEngine *e, GError **error)
   twed_engine_reload_policies (e);
   setup_monitor (e);
   setup_timer (e);
+  e->stuck_timer = attach_timeout (e, STUCK_AFTER_S * 1000 / 3, on_stuck_check, e, NULL);
   schedule_first_pass (e);
   return TRUE;
 }
@@ -955,6 +1030,7 @@ twed_engine_free (TwedEngine *e)
   g_clear_pointer (&e->cycle_timer, destroy_source);
   g_clear_pointer (&e->first_pass, destroy_source);
   g_clear_pointer (&e->render_timer, destroy_source);
+  g_clear_pointer (&e->stuck_timer, destroy_source);
   g_clear_object (&e->monitor);
   twed_backend_unref_elsewhere (e->backend);
   g_clear_pointer (&e->policies, twed_policy_set_unref);
@@ -988,7 +1064,16 @@ twed_engine_healthy (TwedEngine *e, char **text)
 {
   gint64 limit = (gint64) e->config->health_intervals * e->config->interval * G_USEC_PER_SEC;
   gint64 since = since_success (e);
-  gboolean ok = since <= limit;
+  /* Every host's pass hung: nothing is read, whatever the last success. */
+  gboolean all_hung = e->counters.passes_stuck && e->counters.passes_stuck >= e->config->hosts->len;
+  gboolean ok = since <= limit && !all_hung;
+
+  if (text && all_hung)
+    {
+      *text = g_strdup_printf ("unhealthy: the pass of every host (%u) is stuck in a libvirt call\n",
+                               e->counters.passes_stuck);
+      return FALSE;
+    }
 
   if (text)
     *text = g_strdup_printf ("%s: %s %.0f s ago (limit %u interval(s), %u s)\n", ok ? "ok" : "unhealthy",
@@ -1015,11 +1100,14 @@ twed_engine_status (TwedEngine *e)
 {
   const TwedPlanSummary *sum = twed_plan_store_summary (e->plans);
 
+  g_autofree char *stuck = e->counters.passes_stuck ?
+    g_strdup_printf (", %u pass(es) stuck in libvirt", e->counters.passes_stuck) : NULL;
+
   return g_strdup_printf ("%u/%u host(s) up, %u VM(s), %u change(s) pending, %u deferred; "
-                          "%" G_GUINT64_FORMAT " applied, %" G_GUINT64_FORMAT " failed since start%s",
+                          "%" G_GUINT64_FORMAT " applied, %" G_GUINT64_FORMAT " failed since start%s%s",
                           sum->hosts_up, e->config->hosts->len, sum->vms, sum->actions[TWED_ACTION_CHANGE],
                           sum->actions[TWED_ACTION_DEFER], e->counters.changes_applied,
-                          e->counters.changes_failed, e->dry_run ? " (dry run)" : "");
+                          e->counters.changes_failed, stuck ? stuck : "", e->dry_run ? " (dry run)" : "");
 }
 
 static gboolean

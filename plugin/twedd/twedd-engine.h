@@ -38,6 +38,12 @@ gboolean twed_engine_progressing (TwedEngine *engine);
 /* One line for systemd's STATUS=. */
 char    *twed_engine_status (TwedEngine *engine);
 
+/* Workers added beyond @threads: one per pass that has been inside a
+ * worker for long (@running_since: monotonic usec a worker took each
+ * running pass, 0 for one still queued or between stages), at most
+ * 2 x @threads.  Pure, for tests. */
+guint twed_engine_extra_workers (guint threads, const gint64 *running_since, guint n, gint64 now);
+
 TwedBackend         *twed_engine_get_backend (TwedEngine *engine);
 const TwedPlan      *twed_engine_get_last_plan (TwedEngine *engine);
 const TwedCounters  *twed_engine_get_counters (TwedEngine *engine);

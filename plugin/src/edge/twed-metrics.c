@@ -182,6 +182,9 @@ twed_metrics_render_into (GString *s, TwedPlanStore *store, const TwedCounters *
   scalar (s, "twed_last_cycle_success_timestamp_seconds", "gauge",
           "When a pass last read its host and planned it (0: never).",
           "%" G_GINT64_FORMAT, c->last_success_at);
+  scalar (s, "twed_passes_stuck", "gauge",
+          "Passes inside a libvirt call for longer than max(2 x interval, 120 s); their hosts count as down.",
+          "%u", c->passes_stuck);
   if (!store)
     return;
 

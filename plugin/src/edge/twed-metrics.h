@@ -16,6 +16,7 @@ typedef struct {
   gint64 policy_loaded_at;   /* unix seconds of the last good load */
   double cycle_seconds;
   gint64 last_success_at;    /* unix seconds a pass last read and planned its host, 0 = never */
+  guint passes_stuck;        /* passes whose libvirt call has not returned for long */
 } TwedCounters;
 
 /* Prometheus text exposition format 0.0.4: the daemon's counters, the
