@@ -271,6 +271,24 @@ twed_budget_free (TwedBudget *b)
   g_free (b);
 }
 
+void
+twed_budget_set_cap (TwedBudget *b, guint cap)
+{
+  b->cap = cap;
+}
+
+guint
+twed_budget_total (const TwedBudget *b)
+{
+  return b->total;
+}
+
+void
+twed_budget_charge (TwedBudget *b, guint changes)
+{
+  b->total += changes;
+}
+
 static void
 count_down (GHashTable *counts, const char *key)
 {

@@ -77,6 +77,14 @@ void      twed_plan_free (TwedPlan *plan);
 typedef struct _TwedBudget TwedBudget;
 TwedBudget *twed_budget_new (guint cap /* 0 = none */);
 void        twed_budget_free (TwedBudget *budget);
+/* A new overall cap for what is left of the interval: what was granted
+ * stays counted (a lower cap than that grants nothing more). */
+void        twed_budget_set_cap (TwedBudget *budget, guint cap);
+/* Changes granted against the overall cap so far. */
+guint       twed_budget_total (const TwedBudget *budget);
+/* Counts @changes made elsewhere (an earlier run of the same interval)
+ * against the overall cap. */
+void        twed_budget_charge (TwedBudget *budget, guint changes);
 /* Gives back what a granted change @entry took (it was not made). */
 void        twed_budget_refund (TwedBudget *budget, const TwedPlanEntry *entry);
 /* Turns the changes of @plan that exceed @budget into deferrals (most

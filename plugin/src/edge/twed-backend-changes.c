@@ -31,7 +31,12 @@ apply_entry (BackendHost *h, TwedPlanEntry *e, GError **error)
   if (live)
     backend_expect_own_change (h, dom, &e->target);
   if (!twed_domain_params_set (dom, &e->target, live, config, error))
-    return FALSE;
+    {
+      /* No event comes of it: a later one with these values is not ours. */
+      if (live)
+        backend_forget_own_change (h, dom);
+      return FALSE;
+    }
   backend_mark_dirty (h, dom);
   return TRUE;
 }
@@ -96,38 +101,33 @@ apply_func (gpointer item, gpointer data)
 guint
 twed_backend_apply (TwedBackend *b, TwedPlan *plan, gboolean dry_run)
 {
-  g_autoptr(GHashTable) by_name = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(HostTable) t = backend_hosts (b);
+  g_autoptr(GHashTable) by_host = g_hash_table_new (NULL, NULL);
   g_autoptr(GPtrArray) todo = g_ptr_array_new_with_free_func ((GDestroyNotify) host_changes_free);
   g_autofree gpointer *results = NULL;
   guint failed = 0;
 
-  for (guint i = 0; i < b->hosts->len; i++)
-    {
-      BackendHost *h = g_ptr_array_index (b->hosts, i);
-      HostChanges *hc = g_new0 (HostChanges, 1);
-
-      hc->host = h;
-      hc->changes = g_ptr_array_new ();
-      g_hash_table_insert (by_name, h->name, hc);
-    }
+  /* Only the hosts the plan changes something on: a daemon's pass over
+   * one host must not cost one allocation per configured host. */
   for (guint j = 0; j < plan->entries->len; j++)
     {
       TwedPlanEntry *e = g_ptr_array_index (plan->entries, j);
+      BackendHost *h;
       HostChanges *hc;
 
-      if (e->action == TWED_ACTION_CHANGE && (hc = g_hash_table_lookup (by_name, e->host)))
-        g_ptr_array_add (hc->changes, e);
+      if (e->action != TWED_ACTION_CHANGE || !(h = g_hash_table_lookup (t->by_name, e->host)))
+        continue;
+      if (!(hc = g_hash_table_lookup (by_host, h)))
+        {
+          hc = g_new0 (HostChanges, 1);
+          hc->host = h;
+          hc->changes = g_ptr_array_new ();
+          g_hash_table_insert (by_host, h, hc);
+          g_ptr_array_add (todo, hc);
+        }
+      g_ptr_array_add (hc->changes, e);
     }
-  for (guint i = 0; i < b->hosts->len; i++)
-    {
-      HostChanges *hc = g_hash_table_lookup (by_name, ((BackendHost *) g_ptr_array_index (b->hosts, i))->name);
-
-      if (hc->changes->len)
-        g_ptr_array_add (todo, hc);
-      else
-        host_changes_free (hc);
-    }
-  results = backend_fan_out (todo, b->opts.threads, apply_func, GINT_TO_POINTER (dry_run));
+  results = backend_fan_out (todo, BACKEND_OPT (b, threads), apply_func, GINT_TO_POINTER (dry_run));
   for (guint i = 0; i < todo->len; i++)
     failed += GPOINTER_TO_UINT (results[i]);
   return failed;
@@ -150,10 +150,11 @@ find_domain (TwedBackend *b, const char *name, BackendHost **host_out, GError **
 {
   virDomainPtr found = NULL;
   g_autoptr(GString) where = g_string_new (NULL);
+  g_autoptr(HostTable) t = backend_hosts (b);
 
-  for (guint i = 0; i < b->hosts->len; i++)
+  for (guint i = 0; i < t->list->len; i++)
     {
-      BackendHost *h = g_ptr_array_index (b->hosts, i);
+      BackendHost *h = g_ptr_array_index (t->list, i);
       g_autoptr(GError) local = NULL;
       virDomainPtr dom;
 

@@ -8,6 +8,9 @@
 
 G_BEGIN_DECLS
 
+/* An option that a reconfiguration may change while workers read it. */
+#define BACKEND_OPT(b, field) ((guint) g_atomic_int_get ((gint *) &(b)->opts.field))
+
 typedef struct {
   TwedDomain *def;   /* parsed definition; active flag set per cycle */
   gint64 read_at;    /* monotonic usec the definition was read */
@@ -70,8 +73,11 @@ typedef struct {
   GMutex dirty_lock;
   GHashTable *dirty;      /* uuids whose definition must be re-read */
   gboolean lost;          /* close callback fired */
-  GHashTable *own_changes; /* uuid -> TwedSetting we set live: its tunable
+  GHashTable *own_changes; /* uuid -> OwnChange we set live: its tunable
                             * event is ours, not news */
+  gboolean removed;       /* under lock: no longer configured, disconnected */
+  guint ka_interval;      /* under lock: keepalive set on conn */
+  guint ka_count;
   int cb_lifecycle;
   int cb_tunable;
   int cb_metadata;
@@ -86,14 +92,29 @@ typedef struct {
   GHashTable *vms;        /* uuid (or name) -> VmState */
 } BackendHost;
 
+/* The configured hosts: never changed once published, replaced as a
+ * whole by a reconfiguration; whoever iterates holds a reference. */
+typedef struct {
+  GPtrArray *list;        /* BackendHost, a reference each */
+  GHashTable *by_name;    /* name -> BackendHost, borrowed from list */
+} HostTable;              /* atomic rc box */
+
 struct _TwedBackend {
   gint ref;               /* atomic */
-  TwedBackendOptions opts;
-  GPtrArray *hosts;       /* BackendHost */
+  TwedBackendOptions opts; /* fields read with BACKEND_OPT */
+  GMutex table_lock;
+  HostTable *table;       /* under table_lock: swap and acquire */
   BackendNotifier *notifier;
-  gint reads;             /* atomic */
-  gint writes;
+  guint64 reads;          /* atomic (__atomic builtins): counters never wrap */
+  guint64 writes;
 };
+
+/* The hosts now: a reference to release with backend_hosts_unref. */
+HostTable *backend_hosts (TwedBackend *b);
+void       backend_hosts_unref (HostTable *t);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HostTable, backend_hosts_unref)
+/* With the VM's own change registered: forget it (the set failed). */
+void       backend_forget_own_change (BackendHost *h, virDomainPtr dom);
 
 void      backend_count_read (BackendHost *h);
 void      backend_count_write (BackendHost *h);

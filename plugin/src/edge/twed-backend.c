@@ -23,14 +23,24 @@
 void
 backend_count_read (BackendHost *h)
 {
-  g_atomic_int_inc (&h->backend->reads);
+  __atomic_fetch_add (&h->backend->reads, 1, __ATOMIC_RELAXED);
 }
 
 void
 backend_count_write (BackendHost *h)
 {
-  g_atomic_int_inc (&h->backend->writes);
+  __atomic_fetch_add (&h->backend->writes, 1, __ATOMIC_RELAXED);
 }
+
+/* The expectation of an own change's tunable event: one that has not
+ * come by then never will (the set failed after all, or the event was
+ * lost), and must not make a later external change look like ours. */
+#define OWN_CHANGE_TTL_S 30
+
+typedef struct {
+  TwedSetting setting;
+  gint64 at;                /* monotonic usec it was registered */
+} OwnChange;
 
 static void
 cached_free (CachedDomain *c)
@@ -119,7 +129,7 @@ backend_vm_changed (BackendHost *h, const char *key, const GError *error)
 char *
 backend_vm_hold (BackendHost *h, const char *key)
 {
-  guint min = (guint) g_atomic_int_get ((gint *) &h->backend->opts.min_change_interval);
+  guint min = BACKEND_OPT (h->backend, min_change_interval);
   gint64 now = g_get_monotonic_time ();
   char *hold = NULL;
   VmState *st;
@@ -196,11 +206,27 @@ void
 backend_expect_own_change (BackendHost *h, virDomainPtr dom, const TwedSetting *s)
 {
   char uuid[VIR_UUID_STRING_BUFLEN];
+  OwnChange *oc;
+
+  if (virDomainGetUUIDString (dom, uuid) < 0)
+    return;
+  oc = g_new0 (OwnChange, 1);
+  oc->setting = *s;
+  oc->at = g_get_monotonic_time ();
+  g_mutex_lock (&h->dirty_lock);
+  g_hash_table_replace (h->own_changes, g_strdup (uuid), oc);
+  g_mutex_unlock (&h->dirty_lock);
+}
+
+void
+backend_forget_own_change (BackendHost *h, virDomainPtr dom)
+{
+  char uuid[VIR_UUID_STRING_BUFLEN];
 
   if (virDomainGetUUIDString (dom, uuid) < 0)
     return;
   g_mutex_lock (&h->dirty_lock);
-  g_hash_table_replace (h->own_changes, g_strdup (uuid), g_memdup2 (s, sizeof *s));
+  g_hash_table_remove (h->own_changes, uuid);
   g_mutex_unlock (&h->dirty_lock);
 }
 
@@ -212,7 +238,8 @@ own_twed_event (BackendHost *h, virDomainPtr dom, virTypedParameterPtr params, i
 {
   char uuid[VIR_UUID_STRING_BUFLEN];
   const char *mode = NULL;
-  TwedSetting got = { 0 }, *want;
+  TwedSetting got = { 0 };
+  OwnChange *want;
   gboolean ours = FALSE;
 
   for (int i = 0; i < nparams; i++)
@@ -226,10 +253,13 @@ own_twed_event (BackendHost *h, virDomainPtr dom, virTypedParameterPtr params, i
   virTypedParamsGetUInt (params, nparams, "cputune.twed_min", &got.min);
   virTypedParamsGetUInt (params, nparams, "cputune.twed_max", &got.max);
   g_mutex_lock (&h->dirty_lock);
-  if ((want = g_hash_table_lookup (h->own_changes, uuid)) && twed_setting_equal (want, &got))
+  if ((want = g_hash_table_lookup (h->own_changes, uuid)))
     {
-      ours = TRUE;
-      g_hash_table_remove (h->own_changes, uuid);
+      ours = g_get_monotonic_time () - want->at <= (gint64) OWN_CHANGE_TTL_S * G_USEC_PER_SEC &&
+             twed_setting_equal (&want->setting, &got);
+      /* Consumed, or expired: either way never matched again. */
+      if (ours || g_get_monotonic_time () - want->at > (gint64) OWN_CHANGE_TTL_S * G_USEC_PER_SEC)
+        g_hash_table_remove (h->own_changes, uuid);
     }
   g_mutex_unlock (&h->dirty_lock);
   return ours;
@@ -296,6 +326,10 @@ disconnect_locked (BackendHost *h)
   virConnectClose (h->conn);
   h->conn = NULL;
   g_hash_table_remove_all (h->cache);
+  /* Events of the old connection are gone with it. */
+  g_mutex_lock (&h->dirty_lock);
+  g_hash_table_remove_all (h->own_changes);
+  g_mutex_unlock (&h->dirty_lock);
 }
 
 static int
@@ -360,10 +394,9 @@ backoff_step (guint current, guint first, guint ceiling)
 static void
 backend_schedule_retry (BackendHost *h)
 {
-  const TwedBackendOptions *o = &h->backend->opts;
   double delay;
 
-  h->backoff = backoff_step (h->backoff, 1, o->reconnect_max);
+  h->backoff = backoff_step (h->backoff, 1, BACKEND_OPT (h->backend, reconnect_max));
   delay = (double) h->backoff * G_USEC_PER_SEC * g_random_double_range (0.75, 1.25);
   h->retry_at = g_get_monotonic_time () + (gint64) delay;
 }
@@ -434,7 +467,7 @@ static virConnectPtr
 open_bounded (BackendHost *h, GError **error)
 {
   const TwedBackendOptions *o = &h->backend->opts;
-  guint timeout = o->connect_timeout ? o->connect_timeout : 30;
+  guint timeout = BACKEND_OPT (h->backend, connect_timeout) ? BACKEND_OPT (h->backend, connect_timeout) : 30;
   gint64 deadline = g_get_monotonic_time () + (gint64) timeout * G_USEC_PER_SEC;
   g_autoptr(GError) thread_error = NULL;
   OpenAttempt *a;
@@ -507,12 +540,31 @@ backend_connect_locked (BackendHost *h, GError **error)
   const char *type;
   gboolean lost;
 
+  guint ka_interval = BACKEND_OPT (h->backend, keepalive_interval);
+  guint ka_count = BACKEND_OPT (h->backend, keepalive_count);
+
+  if (h->removed)
+    {
+      g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED, "no longer configured");
+      return FALSE;
+    }
   g_mutex_lock (&h->dirty_lock);
   lost = h->lost;
   h->lost = FALSE;
   g_mutex_unlock (&h->dirty_lock);
   if (h->conn && !lost && virConnectIsAlive (h->conn) == 1)
-    return TRUE;
+    {
+      /* A reload changed keepalive: the live connection takes it (libvirt
+       * cannot turn it off on a connection; 0 keeps the old one). */
+      if (ka_interval && (ka_interval != h->ka_interval || ka_count != h->ka_count))
+        {
+          if (virConnectSetKeepAlive (h->conn, (int) ka_interval, ka_count) < 0)
+            virResetLastError ();
+          h->ka_interval = ka_interval;
+          h->ka_count = ka_count;
+        }
+      return TRUE;
+    }
   disconnect_locked (h);
   if (h->retry_at && now < h->retry_at)
     {
@@ -536,9 +588,10 @@ backend_connect_locked (BackendHost *h, GError **error)
    * connection whose peer misses keepalive_count replies is closed and
    * its calls fail.  Remote drivers only (local ones report
    * "unsupported"), and only with libvirt's event loop running. */
-  if (o->keepalive_interval &&
-      virConnectSetKeepAlive (h->conn, (int) o->keepalive_interval, o->keepalive_count) < 0)
+  if (ka_interval && virConnectSetKeepAlive (h->conn, (int) ka_interval, ka_count) < 0)
     virResetLastError ();
+  h->ka_interval = ka_interval;
+  h->ka_count = ka_count;
   type = virConnectGetType (h->conn);
   h->is_test = type && g_ascii_strcasecmp (type, "TEST") == 0;
   probe_support (h);
@@ -708,13 +761,37 @@ static gboolean
 definition_stale (BackendHost *h, virDomainStatsRecordPtr r, const CachedDomain *c, int state)
 {
   unsigned int current;
-  guint max_age = h->backend->opts.definition_max_age;
+  guint max_age = BACKEND_OPT (h->backend, definition_max_age);
 
   if (!state_is_active (state) || c->def->load_error)
     return FALSE;
   if (virTypedParamsGetUInt (r->params, r->nparams, "vcpu.current", &current) == 1)
     return current != c->def->nvcpus;
   return g_get_monotonic_time () - c->read_at > (gint64) max_age * G_USEC_PER_SEC;
+}
+
+/* The history of VMs no longer on the host goes once it holds nothing
+ * back any more: a VM that migrates away and back within
+ * min_change_interval or its failure backoff is still held. */
+static void
+backend_vms_prune (BackendHost *h, GHashTable *listed)
+{
+  gint64 now = g_get_monotonic_time ();
+  gint64 min = (gint64) BACKEND_OPT (h->backend, min_change_interval) * G_USEC_PER_SEC;
+  GHashTableIter it;
+  gpointer key, value;
+
+  g_mutex_lock (&h->vm_lock);
+  g_hash_table_iter_init (&it, h->vms);
+  while (g_hash_table_iter_next (&it, &key, &value))
+    {
+      VmState *st = value;
+
+      if (!g_hash_table_contains (listed, key) && st->retry_at <= now &&
+          (!st->changed_at || st->changed_at + min <= now))
+        g_hash_table_iter_remove (&it);
+    }
+  g_mutex_unlock (&h->vm_lock);
 }
 
 static gboolean
@@ -815,7 +892,7 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
    * be (a long migration), up to the reconnect ceiling. */
   if (unread)
     {
-      h->unread_backoff = backoff_step (h->unread_backoff, 2, h->backend->opts.reconnect_max);
+      h->unread_backoff = backoff_step (h->unread_backoff, 2, BACKEND_OPT (h->backend, reconnect_max));
       out->retry_at = g_get_monotonic_time () + (gint64) h->unread_backoff * G_USEC_PER_SEC;
     }
   else
@@ -833,6 +910,11 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
     while (g_hash_table_iter_next (&it, &key, NULL))
       if (!g_hash_table_contains (keep, key))
         g_hash_table_iter_remove (&it);
+    g_hash_table_iter_init (&it, h->unread_warned);
+    while (g_hash_table_iter_next (&it, &key, NULL))
+      if (!g_hash_table_contains (keep, key))
+        g_hash_table_iter_remove (&it);
+    backend_vms_prune (h, keep);
   }
   return TRUE;
 }
@@ -844,6 +926,14 @@ refresh_host (BackendHost *h)
   g_autoptr(GError) error = NULL;
 
   g_mutex_lock (&h->lock);
+  if (h->removed)
+    {
+      /* A pass that started before a reconfiguration removed the host. */
+      g_mutex_unlock (&h->lock);
+      out->reachable = FALSE;
+      out->error = g_strdup ("no longer configured");
+      return out;
+    }
   if (backend_connect_locked (h, &error) && read_node (h, out, &error) && read_domains (h, out, &error))
     {
       if (h->warned)
@@ -920,24 +1010,119 @@ refresh_func (gpointer item, gpointer data G_GNUC_UNUSED)
   return refresh_host (item);
 }
 
+HostTable *
+backend_hosts (TwedBackend *b)
+{
+  HostTable *t;
+
+  g_mutex_lock (&b->table_lock);
+  t = g_atomic_rc_box_acquire (b->table);
+  g_mutex_unlock (&b->table_lock);
+  return t;
+}
+
+static void
+host_table_clear (gpointer p)
+{
+  HostTable *t = p;
+
+  g_hash_table_unref (t->by_name);
+  g_ptr_array_unref (t->list);
+}
+
+void
+backend_hosts_unref (HostTable *t)
+{
+  g_atomic_rc_box_release_full (t, host_table_clear);
+}
+
+static HostTable *
+host_table_new (void)
+{
+  HostTable *t = g_atomic_rc_box_new0 (HostTable);
+
+  t->list = g_ptr_array_new_with_free_func (host_unref);
+  t->by_name = g_hash_table_new (g_str_hash, g_str_equal);
+  return t;
+}
+
+static void
+host_table_add (HostTable *t, BackendHost *h)
+{
+  g_ptr_array_add (t->list, h);
+  g_hash_table_insert (t->by_name, h->name, h);
+}
+
 GPtrArray *
 twed_backend_inventory (TwedBackend *b, const char *const *hosts)
 {
+  g_autoptr(HostTable) t = backend_hosts (b);
   g_autoptr(GPtrArray) todo = g_ptr_array_new ();
   g_autofree gpointer *results = NULL;
   GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
 
-  for (guint i = 0; i < b->hosts->len; i++)
-    {
-      BackendHost *h = g_ptr_array_index (b->hosts, i);
+  if (!hosts)
+    g_ptr_array_extend (todo, t->list, NULL, NULL);
+  else
+    for (guint i = 0; hosts[i]; i++)
+      {
+        BackendHost *h = g_hash_table_lookup (t->by_name, hosts[i]);
 
-      if (!hosts || g_strv_contains (hosts, h->name))
-        g_ptr_array_add (todo, h);
-    }
-  results = backend_fan_out (todo, b->opts.threads, refresh_func, NULL);
+        if (h && !g_ptr_array_find (todo, h, NULL))
+          g_ptr_array_add (todo, h);
+      }
+  results = backend_fan_out (todo, BACKEND_OPT (b, threads), refresh_func, NULL);
   for (guint i = 0; i < todo->len; i++)
     g_ptr_array_add (out, results[i]);
   return out;
+}
+
+static BackendHost *
+host_new (TwedBackend *b, const TwedHostSpec *s)
+{
+  BackendHost *h = g_new0 (BackendHost, 1);
+
+  h->ref = 1;
+  h->backend = b;
+  h->name = g_strdup (s->name);
+  h->unread_warned = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  h->uri = g_strdup (s->uri);
+  g_mutex_init (&h->lock);
+  h->cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) cached_free);
+  g_mutex_init (&h->vm_lock);
+  h->vms = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, vm_state_free);
+  g_mutex_init (&h->dirty_lock);
+  h->dirty = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  h->own_changes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  h->cb_lifecycle = h->cb_tunable = h->cb_metadata = -1;
+  return h;
+}
+
+/* Defaults of the options left 0, and the options published so that
+ * workers reading them see whole values. */
+static void
+set_options (TwedBackend *b, const TwedBackendOptions *opts)
+{
+  TwedBackendOptions o = *opts;
+
+  if (!o.reconnect_max)
+    o.reconnect_max = 60;
+  if (!o.connect_timeout)
+    o.connect_timeout = 30;
+  if (!o.definition_max_age)
+    o.definition_max_age = 600;
+  b->opts.readonly = o.readonly;
+  b->opts.readonly_fallback = o.readonly_fallback;
+  b->opts.events = o.events;
+#define SET(field) g_atomic_int_set ((gint *) &b->opts.field, (gint) o.field)
+  SET (threads);
+  SET (keepalive_interval);
+  SET (keepalive_count);
+  SET (reconnect_max);
+  SET (connect_timeout);
+  SET (min_change_interval);
+  SET (definition_max_age);
+#undef SET
 }
 
 TwedBackend *
@@ -946,34 +1131,11 @@ twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
   TwedBackend *b = g_new0 (TwedBackend, 1);
 
   b->ref = 1;
-  b->opts = *opts;
-  if (!b->opts.reconnect_max)
-    b->opts.reconnect_max = 60;
-  if (!b->opts.connect_timeout)
-    b->opts.connect_timeout = 30;
-  if (!b->opts.definition_max_age)
-    b->opts.definition_max_age = 600;
-  b->hosts = g_ptr_array_new ();
+  set_options (b, opts);
+  g_mutex_init (&b->table_lock);
+  b->table = host_table_new ();
   for (guint i = 0; i < specs->len; i++)
-    {
-      TwedHostSpec *s = g_ptr_array_index (specs, i);
-      BackendHost *h = g_new0 (BackendHost, 1);
-
-      h->ref = 1;
-      h->backend = b;
-      h->name = g_strdup (s->name);
-      h->unread_warned = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-      h->uri = g_strdup (s->uri);
-      g_mutex_init (&h->lock);
-      h->cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) cached_free);
-      g_mutex_init (&h->vm_lock);
-      h->vms = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, vm_state_free);
-      g_mutex_init (&h->dirty_lock);
-      h->dirty = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-      h->own_changes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-      h->cb_lifecycle = h->cb_tunable = h->cb_metadata = -1;
-      g_ptr_array_add (b->hosts, h);
-    }
+    host_table_add (b->table, host_new (b, g_ptr_array_index (specs, i)));
   return b;
 }
 
@@ -984,22 +1146,28 @@ twed_backend_ref (TwedBackend *b)
   return b;
 }
 
+/* Off the host: its connection closed (RPC to a host that may not
+ * answer, hence on the reaper), its table entry's reference dropped. */
+static void
+host_retire (BackendHost *h, gboolean removed)
+{
+  g_mutex_lock (&h->lock);
+  disconnect_locked (h);
+  h->removed = removed;
+  if (!removed)
+    h->backend = NULL;
+  g_mutex_unlock (&h->lock);
+}
+
 void
 twed_backend_unref (TwedBackend *b)
 {
   if (!b || !g_atomic_int_dec_and_test (&b->ref))
     return;
-  for (guint i = 0; i < b->hosts->len; i++)
-    {
-      BackendHost *h = g_ptr_array_index (b->hosts, i);
-
-      g_mutex_lock (&h->lock);
-      disconnect_locked (h);
-      h->backend = NULL;
-      g_mutex_unlock (&h->lock);
-      host_unref (h);
-    }
-  g_ptr_array_unref (b->hosts);
+  for (guint i = 0; i < b->table->list->len; i++)
+    host_retire (g_ptr_array_index (b->table->list, i), FALSE);
+  backend_hosts_unref (b->table);
+  g_mutex_clear (&b->table_lock);
   notifier_unref (b->notifier);
   g_free (b);
 }
@@ -1019,17 +1187,47 @@ twed_backend_set_event_func (TwedBackend *b, TwedBackendEventFunc func, gpointer
   b->notifier = n;
 }
 
+/* What the reaper does: drop a backend, or retire a removed host. */
+typedef struct {
+  TwedBackend *backend;
+  BackendHost *host;
+} Reap;
+
 static void
-reap (gpointer backend, gpointer unused G_GNUC_UNUSED)
+reap (gpointer data, gpointer unused G_GNUC_UNUSED)
 {
-  twed_backend_unref (backend);
+  Reap *r = data;
+
+  if (r->backend)
+    twed_backend_unref (r->backend);
+  if (r->host)
+    {
+      host_retire (r->host, TRUE);
+      host_unref (r->host);
+    }
+  g_free (r);
+}
+
+static void
+reap_elsewhere (TwedBackend *b, BackendHost *h)
+{
+  static GThreadPool *reaper;
+  static gsize once;
+  Reap *r = g_new0 (Reap, 1);
+
+  if (g_once_init_enter (&once))
+    {
+      reaper = g_thread_pool_new (reap, NULL, 1, FALSE, NULL);
+      g_once_init_leave (&once, 1);
+    }
+  r->backend = b;
+  r->host = h;
+  g_thread_pool_push (reaper, r, NULL);
 }
 
 void
 twed_backend_unref_elsewhere (TwedBackend *b)
 {
-  static GThreadPool *reaper;
-  static gsize once;
   gint old;
 
   do
@@ -1037,16 +1235,60 @@ twed_backend_unref_elsewhere (TwedBackend *b)
       old = g_atomic_int_get (&b->ref);
       if (old == 1)
         {
-          if (g_once_init_enter (&once))
-            {
-              reaper = g_thread_pool_new (reap, NULL, 1, FALSE, NULL);
-              g_once_init_leave (&once, 1);
-            }
-          g_thread_pool_push (reaper, b, NULL);
+          reap_elsewhere (b, NULL);
           return;
         }
     }
   while (!g_atomic_int_compare_and_exchange (&b->ref, old, old - 1));
+}
+
+void
+twed_backend_reconfigure (TwedBackend *b, GPtrArray *specs, const TwedBackendOptions *opts)
+{
+  HostTable *old, *t = host_table_new ();
+  g_autoptr(GHashTable) kept = g_hash_table_new (NULL, NULL);
+  guint added = 0, removed = 0;
+
+  set_options (b, opts);
+  g_mutex_lock (&b->table_lock);
+  old = b->table;
+  for (guint i = 0; i < specs->len; i++)
+    {
+      const TwedHostSpec *s = g_ptr_array_index (specs, i);
+      BackendHost *h = g_hash_table_lookup (old->by_name, s->name);
+
+      if (g_hash_table_contains (t->by_name, s->name))
+        continue;
+      /* Same name, same URI: the same host, with its connection, cache
+       * and what this process did to its VMs. */
+      if (h && g_str_equal (h->uri, s->uri))
+        {
+          g_atomic_int_inc (&h->ref);
+          g_hash_table_add (kept, h);
+        }
+      else
+        {
+          h = host_new (b, s);
+          added++;
+        }
+      host_table_add (t, h);
+    }
+  b->table = t;
+  g_mutex_unlock (&b->table_lock);
+  for (guint i = 0; i < old->list->len; i++)
+    {
+      BackendHost *h = g_ptr_array_index (old->list, i);
+
+      if (!g_hash_table_contains (kept, h))
+        {
+          g_atomic_int_inc (&h->ref);
+          reap_elsewhere (NULL, h);
+          removed++;
+        }
+    }
+  backend_hosts_unref (old);
+  if (added || removed)
+    g_message ("hosts reconfigured: %u kept, %u added, %u removed", g_hash_table_size (kept), added, removed);
 }
 
 void
@@ -1058,8 +1300,8 @@ twed_backend_set_min_change_interval (TwedBackend *b, guint seconds)
 void
 twed_backend_counters (TwedBackend *b, guint64 *reads, guint64 *writes)
 {
-  *reads = (guint64) g_atomic_int_get (&b->reads);
-  *writes = (guint64) g_atomic_int_get (&b->writes);
+  *reads = __atomic_load_n (&b->reads, __ATOMIC_RELAXED);
+  *writes = __atomic_load_n (&b->writes, __ATOMIC_RELAXED);
 }
 
 /* For tests: the live connection of @host (e.g. to drive a test:///
@@ -1067,12 +1309,8 @@ twed_backend_counters (TwedBackend *b, guint64 *reads, guint64 *writes)
 virConnectPtr
 twed_backend_get_connection (TwedBackend *b, const char *host)
 {
-  for (guint i = 0; i < b->hosts->len; i++)
-    {
-      BackendHost *h = g_ptr_array_index (b->hosts, i);
+  g_autoptr(HostTable) t = backend_hosts (b);
+  BackendHost *h = g_hash_table_lookup (t->by_name, host);
 
-      if (g_str_equal (h->name, host))
-        return h->conn;
-    }
-  return NULL;
+  return h ? h->conn : NULL;
 }

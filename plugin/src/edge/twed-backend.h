@@ -38,6 +38,14 @@ void         twed_backend_unref (TwedBackend *backend);
 /* The same, but the last reference is dropped on a thread of its own:
  * closing connections is RPC to hosts that may not answer. */
 void         twed_backend_unref_elsewhere (TwedBackend *backend);
+/* A reload: hosts of @specs whose name and URI are unchanged stay as
+ * they are (connection, cached definitions, what was done to their VMs:
+ * min_change_interval and failure backoffs keep holding); new ones are
+ * added, removed ones disconnected on a thread of their own.  The
+ * options take effect at their next use; keepalive on the live
+ * connections at their host's next pass.  Safe while passes run. */
+void         twed_backend_reconfigure (TwedBackend *backend, GPtrArray *specs /* TwedHostSpec */,
+                                       const TwedBackendOptions *opts);
 /* Before the first inventory: hosts take it when they connect. */
 void         twed_backend_set_event_func (TwedBackend *backend, TwedBackendEventFunc func,
                                           gpointer user_data, GDestroyNotify destroy);
