@@ -9,6 +9,7 @@
 #include "twed-domain-params.h"
 
 #include <signal.h>
+#include <string.h>
 
 static const char *demo_dir;
 
@@ -231,6 +232,69 @@ test_own_events_quiet (void)
   g_assert_cmpuint (find (twed_engine_get_last_plan (e), "web-1")->current.delay, ==, 3);
 }
 
+/* A reload that adds a host keeps the others as they are: the same
+ * connection (a test:/// host's state lives in it), and what the daemon
+ * did to their VMs, so min_change_interval still holds for a VM changed
+ * before the reload. */
+static void
+test_reload_keeps_hosts (void)
+{
+  g_autoptr(TwedEngine) e = NULL;
+  g_autoptr(virDomain) dom = NULL;
+  TwedConfig *config = twed_config_new ();
+  TwedSetting other = { TWED_MODE_FIXED, 5, 5, 5 };
+  g_autoptr(GError) error = NULL;
+  g_autofree char *uri_a = g_strdup_printf ("test://%s/host-a.xml", demo_dir);
+  g_autofree char *uri_b = g_strdup_printf ("test://%s/host-b.xml", demo_dir);
+  g_autofree char *uri_c = g_strdup_printf ("test://%s/host-c.xml", demo_dir);
+  const TwedPlanEntry *web;
+  virConnectPtr conn_b;
+  guint64 applied;
+
+  if (!twed_domain_params_available ())
+    {
+      g_test_skip ("built without the twed libvirt API: nothing is applied");
+      return;
+    }
+  e = start_demo_engine (0, FALSE);
+  passes_wanted = 2;
+  g_assert_true (wait_for (passes_done, e, 5000));
+  applied = twed_engine_get_counters (e)->changes_applied;
+  g_assert_cmpuint (applied, >=, 3);
+  conn_b = twed_backend_get_connection (twed_engine_get_backend (e), "host-b");
+  g_assert_nonnull (conn_b);
+
+  g_free (config->policy_dir);
+  config->policy_dir = g_build_filename (demo_dir, "policies.d", NULL);
+  config->interval = 3600;
+  config->min_change_interval = 3600;
+  g_assert_true (twed_config_add_host (config, NULL, uri_c, NULL));
+  g_assert_true (twed_config_add_host (config, NULL, uri_b, NULL));
+  g_assert_true (twed_config_add_host (config, NULL, uri_a, NULL));
+  g_assert_true (twed_engine_reload_config (e, config));
+  passes_wanted = twed_engine_get_counters (e)->cycles + 3;
+  g_assert_true (wait_for (passes_done, e, 5000));
+  g_assert_true (twed_backend_get_connection (twed_engine_get_backend (e), "host-b") == conn_b);
+  g_assert_cmpuint (twed_engine_get_last_plan (e)->hosts->len, ==, 3);
+  /* host-b's changes are still in force: nothing to do there again. */
+  web = find (twed_engine_get_last_plan (e), "web-1");
+  g_assert_cmpuint (web->action, ==, TWED_ACTION_KEEP);
+
+  /* Someone else changes web-1: the daemon changed it less than
+   * min_change_interval ago, before the reload, so it waits. */
+  dom = virDomainLookupByName (conn_b, "web-1");
+  g_assert_nonnull (dom);
+  applied = twed_engine_get_counters (e)->changes_applied;
+  g_assert_true (twed_domain_params_set (dom, &other, TRUE, FALSE, &error));
+  g_assert_no_error (error);
+  passes_wanted = twed_engine_get_counters (e)->cycles + 1;
+  g_assert_true (wait_for (passes_done, e, 5000));
+  web = find (twed_engine_get_last_plan (e), "web-1");
+  g_assert_cmpuint (web->action, ==, TWED_ACTION_DEFER);
+  g_assert_nonnull (strstr (web->reason, "min_change_interval"));
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, ==, applied);
+}
+
 /* Extra workers count only passes a worker has held for long: a round
  * of thousands of queued passes (a long timer round, threads=1) once
  * counted them all and grew the pool to thousands of threads. */
@@ -296,6 +360,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/own-events-quiet", test_own_events_quiet);
   g_test_add_func ("/engine/fleet-priority", test_fleet_priority);
   g_test_add_func ("/engine/extra-workers", test_extra_workers);
+  g_test_add_func ("/engine/reload-keeps-hosts", test_reload_keeps_hosts);
   g_test_add_func ("/libvirt/sigpipe-ignored", test_sigpipe_ignored);
   return g_test_run ();
 }

@@ -48,6 +48,8 @@
 typedef struct {
   TwedEngine *engine;           /* NULL once the engine is gone */
   GMainContext *context;
+  gint generation;              /* atomic: bumped by every reload of the
+                                 * configuration or the policies */
 } EngineLink;                   /* atomic rc box */
 
 struct _TwedEngine {
@@ -60,7 +62,10 @@ struct _TwedEngine {
   TwedPolicySet *policies;      /* last good, NULL until one loaded */
   GFileMonitor *monitor;
   GSource *policy_timer;
-  GSource *cycle_timer;
+  GSource *cycle_timer;         /* one-shot: the next interval's start */
+  gint64 interval_started;      /* monotonic usec the interval began */
+  GHashTable *configured;       /* host names of config->hosts */
+  guint seq;                    /* passes started, for the pool's order */
   GSource *first_pass;
   GSource *render_timer;
   GSource *stuck_timer;         /* looks for passes stuck in a worker */
@@ -99,6 +104,9 @@ typedef struct {
   gboolean from_event;
   gboolean dry_run;
   PassStage stage;
+  gint generation;              /* the engine's when the pass started */
+  guint seq;
+  gboolean skipped;             /* apply stage: superseded, nothing tried */
   char *generated;
   gint64 start;                 /* monotonic usec the pass was started */
   gint64 running_since;         /* atomic: monotonic usec a worker took the
@@ -220,6 +228,13 @@ run_pass_stage (PassJob *job)
       break;
     case PASS_APPLY:
     default:
+      /* A reload between grant and apply (dry_run turned on, other
+       * policies or hosts): what was granted is no longer wanted. */
+      if (g_atomic_int_get (&job->link->generation) != job->generation)
+        {
+          job->skipped = TRUE;
+          break;
+        }
       job->failed = twed_backend_apply (job->backend, job->plan, FALSE);
       job->applied = twed_plan_count_result (job->plan, TWED_RESULT_APPLIED);
       break;
@@ -335,12 +350,19 @@ run_wanted (TwedEngine *e)
     }
 }
 
-/* A pass started with what is no longer in force: another backend (the
- * hosts were reconfigured), other policies or another dry_run. */
+/* A pass started with what is no longer in force: a reload of the
+ * configuration (hosts, dry_run, limits) or of the policies came since. */
 static gboolean
 pass_superseded (TwedEngine *e, const PassJob *job)
 {
-  return job->backend != e->backend || job->policies != e->policies || job->dry_run != e->dry_run;
+  return job->generation != g_atomic_int_get (&e->link->generation);
+}
+
+/* What runs now was started with what is no longer in force. */
+static void
+supersede (TwedEngine *e)
+{
+  g_atomic_int_inc (&e->link->generation);
 }
 
 static void
@@ -354,7 +376,7 @@ finish_pass (TwedEngine *e, PassJob *job)
     {
       /* Nothing of it is used; a pass with what is in force follows. */
       twed_log_host (G_LOG_LEVEL_DEBUG, job->host, "pass dropped: the configuration or policies changed");
-      if (ours && job->backend == e->backend)
+      if (ours && g_hash_table_contains (e->configured, job->host))
         g_hash_table_insert (e->wanted, g_strdup (job->host), GINT_TO_POINTER (job->from_event));
       run_wanted (e);
       return;
@@ -390,11 +412,12 @@ finish_pass (TwedEngine *e, PassJob *job)
           if (en->result == TWED_RESULT_APPLIED)
             en->current = en->target;
         }
-      if (job->backend == e->backend)
+      /* A host removed meanwhile has left the plan for good. */
+      if (g_hash_table_contains (e->configured, job->host))
         twed_plan_store_replace (e->plans, job->host, g_steal_pointer (&job->plan));
     }
   twed_backend_counters (e->backend, &e->counters.libvirt_reads, &e->counters.libvirt_writes);
-  if (job->backend == e->backend)
+  if (g_hash_table_contains (e->configured, job->host))
     schedule_followups (e, job->inventory);
   render_soon (e);
   run_wanted (e);
@@ -498,9 +521,11 @@ on_pass_stage_done (gpointer data)
       {
         const TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, i);
 
-        if (en->result == TWED_RESULT_FAILED)
+        if (en->result == TWED_RESULT_FAILED || (job->skipped && en->action == TWED_ACTION_CHANGE))
           twed_budget_refund (e->budget, en);
       }
+  if (job->skipped)
+    twed_log_host (G_LOG_LEVEL_INFO, job->host, "granted change(s) not applied: a reload came first");
   g_hash_table_remove (e->running, job);
   finish_pass (e, job);
   pass_job_free (job);
@@ -508,6 +533,19 @@ on_pass_stage_done (gpointer data)
   if (e->reading == 0 && e->waiting->len)
     grant_waiting (e);
   return G_SOURCE_REMOVE;
+}
+
+/* Applying first: a granted change waiting behind a round of reads
+ * would go out long after its grant (and its budget's interval); then
+ * in the order passes were started. */
+static gint
+pass_order (gconstpointer a, gconstpointer b, gpointer data G_GNUC_UNUSED)
+{
+  const PassJob *x = a, *y = b;
+
+  if (x->stage != y->stage)
+    return x->stage == PASS_APPLY ? -1 : 1;
+  return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
 /* In the pool: a stage, then back to the main context. */
@@ -617,6 +655,8 @@ start_pass (TwedEngine *e, const char *host, gboolean from_event)
   job->from_event = from_event;
   job->dry_run = e->dry_run;
   job->stage = PASS_READ;
+  job->generation = g_atomic_int_get (&e->link->generation);
+  job->seq = e->seq++;
   job->generated = g_date_time_format_iso8601 (now);
   job->start = g_get_monotonic_time ();
   g_hash_table_insert (e->busy, g_strdup (host), job);
@@ -655,16 +695,21 @@ new_budget (TwedEngine *e)
   e->budget = twed_budget_new (e->config->max_changes);
 }
 
+static void arm_cycle_timer (TwedEngine *e);
+
 static gboolean
 on_cycle_timer (gpointer data)
 {
   TwedEngine *e = data;
 
   /* A new interval: a new budget, and what was deferred gets its turn. */
+  g_clear_pointer (&e->cycle_timer, destroy_source);
+  e->interval_started = g_get_monotonic_time ();
+  arm_cycle_timer (e);
   new_budget (e);
   g_info ("interval starts: budget renewed");
   request_pass (e, NULL, FALSE);
-  return G_SOURCE_CONTINUE;
+  return G_SOURCE_REMOVE;
 }
 
 static gboolean
@@ -710,8 +755,9 @@ on_event_main (gpointer data)
   EventNotice *n = data;
   TwedEngine *e = n->link->engine;
 
-  /* A notice from a backend a reload replaced says nothing of now. */
-  if (!e || n->source != e->backend)
+  /* A notice from a backend a reload replaced, or from a host it
+   * removed, says nothing of now. */
+  if (!e || n->source != e->backend || !g_hash_table_contains (e->configured, n->host))
     return G_SOURCE_REMOVE;
   if (n->lost)
     mark_host_down (e, n->host);
@@ -756,6 +802,7 @@ twed_engine_reload_policies (TwedEngine *e)
     }
   g_clear_pointer (&e->policies, twed_policy_set_unref);
   e->policies = set;
+  supersede (e);
   e->counters.policy_ok = TRUE;
   e->counters.policy_loaded_at = g_get_real_time () / G_USEC_PER_SEC;
   g_message ("policy loaded from %s: %u document(s)", e->config->policy_dir, set->policies->len);
@@ -803,45 +850,36 @@ on_policy_dir_changed (GFileMonitor *m G_GNUC_UNUSED, GFile *file, GFile *other,
   e->policy_timer = attach_timeout (e, POLICY_DEBOUNCE_MS, on_policy_debounced, e, NULL);
 }
 
-/* The same hosts, reached the same way: the connections can stay. */
-static gboolean
-same_backend (const TwedConfig *a, const TwedConfig *b)
+static void
+backend_options (const TwedConfig *c, TwedBackendOptions *bo)
 {
-  if (a->hosts->len != b->hosts->len || a->threads != b->threads ||
-      a->keepalive_interval != b->keepalive_interval || a->keepalive_count != b->keepalive_count ||
-      a->reconnect_max != b->reconnect_max || a->connect_timeout != b->connect_timeout ||
-      a->definition_max_age != b->definition_max_age)
-    return FALSE;
-  for (guint i = 0; i < a->hosts->len; i++)
-    {
-      const TwedHostSpec *x = g_ptr_array_index (a->hosts, i), *y = g_ptr_array_index (b->hosts, i);
+  *bo = (TwedBackendOptions) {
+    .threads = c->threads,
+    .readonly = FALSE, /* events and apply want a full connection */
+    .events = TRUE,
+    .keepalive_interval = c->keepalive_interval,
+    .keepalive_count = c->keepalive_count,
+    .reconnect_max = c->reconnect_max,
+    .connect_timeout = c->connect_timeout,
+    .min_change_interval = c->min_change_interval,
+    .definition_max_age = c->definition_max_age,
+  };
+}
 
-      if (!g_str_equal (x->name, y->name) || !g_str_equal (x->uri, y->uri))
-        return FALSE;
-    }
-  return TRUE;
+static void
+set_configured (TwedEngine *e)
+{
+  g_hash_table_remove_all (e->configured);
+  for (guint i = 0; i < e->config->hosts->len; i++)
+    g_hash_table_add (e->configured, g_strdup (((TwedHostSpec *) g_ptr_array_index (e->config->hosts, i))->name));
 }
 
 static void
 setup_backend (TwedEngine *e)
 {
-  TwedBackendOptions bo = {
-    .threads = e->config->threads,
-    .readonly = FALSE, /* events and apply want a full connection */
-    .events = TRUE,
-    .keepalive_interval = e->config->keepalive_interval,
-    .keepalive_count = e->config->keepalive_count,
-    .reconnect_max = e->config->reconnect_max,
-    .connect_timeout = e->config->connect_timeout,
-    .min_change_interval = e->config->min_change_interval,
-    .definition_max_age = e->config->definition_max_age,
-  };
+  TwedBackendOptions bo;
 
-  /* Passes still running keep the old backend until they end; their
-   * results are dropped, and no host waits for them. */
-  if (e->backend)
-    twed_backend_unref_elsewhere (g_steal_pointer (&e->backend));
-  g_hash_table_remove_all (e->busy);
+  backend_options (e->config, &bo);
   e->backend = twed_backend_new (e->config->hosts, &bo);
   twed_backend_set_event_func (e->backend, on_backend_event, g_atomic_rc_box_acquire (e->link),
                                (GDestroyNotify) link_unref);
@@ -850,12 +888,7 @@ setup_backend (TwedEngine *e)
 static gboolean
 configured (const char *host, gpointer data)
 {
-  const TwedConfig *c = data;
-
-  for (guint i = 0; i < c->hosts->len; i++)
-    if (g_str_equal (((TwedHostSpec *) g_ptr_array_index (c->hosts, i))->name, host))
-      return TRUE;
-  return FALSE;
+  return g_hash_table_contains (data, host);
 }
 
 /* Hosts no longer configured leave the plan, the metrics and every
@@ -872,10 +905,10 @@ forget_removed_hosts (TwedEngine *e)
 
       g_hash_table_iter_init (&it, tables[t]);
       while (g_hash_table_iter_next (&it, &key, NULL))
-        if (!configured (key, e->config))
+        if (!configured (key, e->configured))
           g_hash_table_iter_remove (&it);
     }
-  twed_plan_store_retain (e->plans, configured, e->config);
+  twed_plan_store_retain (e->plans, configured, e->configured);
 }
 
 static void
@@ -894,13 +927,17 @@ setup_monitor (TwedEngine *e)
   g_signal_connect (e->monitor, "changed", G_CALLBACK (on_policy_dir_changed), e);
 }
 
+/* The next interval starts one interval after this one began: the
+ * phase holds across reloads, and a reload that changes the interval
+ * moves only where the current one ends (at once if already past). */
 static void
-setup_timer (TwedEngine *e)
+arm_cycle_timer (TwedEngine *e)
 {
+  gint64 end = e->interval_started + (gint64) e->config->interval * G_USEC_PER_SEC;
+  gint64 ms = MAX (end - g_get_monotonic_time (), 0) / 1000;
+
   g_clear_pointer (&e->cycle_timer, destroy_source);
-  e->cycle_timer = g_timeout_source_new_seconds (e->config->interval);
-  g_source_set_callback (e->cycle_timer, on_cycle_timer, e, NULL);
-  g_source_attach (e->cycle_timer, e->context);
+  e->cycle_timer = attach_timeout (e, (guint) MIN (ms, (gint64) G_MAXUINT), on_cycle_timer, e, NULL);
 }
 
 static void
@@ -932,7 +969,8 @@ twed_engine_start (TwedEngine *e, GError **error)
     g_warning ("plan only: %s", TWED_API_MISSING_MESSAGE);
   twed_engine_reload_policies (e);
   setup_monitor (e);
-  setup_timer (e);
+  e->interval_started = g_get_monotonic_time ();
+  arm_cycle_timer (e);
   e->stuck_timer = attach_timeout (e, STUCK_AFTER_S * 1000 / 3, on_stuck_check, e, NULL);
   schedule_first_pass (e);
   return TRUE;
@@ -943,7 +981,6 @@ twed_engine_reload_config (TwedEngine *e, TwedConfig *config)
 {
   g_autoptr(GError) error = NULL;
   TwedMetricsServer *server = NULL;
-  gboolean keep_backend;
 
   if (g_strcmp0 (config->metrics_listen, e->config->metrics_listen) != 0 && config->metrics_listen &&
       !(server = twed_metrics_server_new (config->metrics_listen, &error)))
@@ -959,20 +996,28 @@ twed_engine_reload_config (TwedEngine *e, TwedConfig *config)
       if (server)
         twed_metrics_server_set_health (server, health_func, e);
     }
-  /* Unchanged hosts keep their connections and cached definitions. */
-  keep_backend = same_backend (e->config, config);
-  twed_config_free (e->config);
-  e->config = config;
-  e->dry_run = e->dry_run_option || config->dry_run;
-  if (!keep_backend)
-    setup_backend (e);
-  else
-    twed_backend_set_min_change_interval (e->backend, config->min_change_interval);
-  forget_removed_hosts (e);
-  setup_monitor (e);
-  /* The interval starts again, and so does its budget. */
-  setup_timer (e);
-  new_budget (e);
+  {
+    TwedBackendOptions bo;
+    guint old_interval = e->config->interval, old_cap = e->config->max_changes;
+
+    twed_config_free (e->config);
+    e->config = config;
+    e->dry_run = e->dry_run_option || config->dry_run;
+    set_configured (e);
+    supersede (e);
+    /* Unchanged hosts keep their connections, cached definitions and
+     * the history of their VMs; options apply at their next use. */
+    backend_options (config, &bo);
+    twed_backend_reconfigure (e->backend, config->hosts, &bo);
+    forget_removed_hosts (e);
+    setup_monitor (e);
+    /* The interval and its budget go on: a reload is no new interval,
+     * or reloads would let the limits out faster than they say. */
+    if (config->interval != old_interval)
+      arm_cycle_timer (e);
+    if (config->max_changes != old_cap)
+      twed_budget_set_cap (e->budget, config->max_changes);
+  }
   twed_engine_reload_policies (e);
   /* New hosts or policies apply now, not at the next scheduled cycle. */
   schedule_first_pass (e);
@@ -997,12 +1042,15 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->debounce = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, destroy_source);
   e->retry = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, destroy_source);
   e->plans = twed_plan_store_new ();
+  e->configured = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  set_configured (e);
   e->waiting = g_ptr_array_new ();
   e->metrics_text = g_string_new (NULL);
   e->started = g_get_monotonic_time ();
   e->budget = twed_budget_new (config->max_changes);
   e->pool = g_thread_pool_new_full (pass_thread, NULL, (GDestroyNotify) pass_job_free,
                                     (int) MAX (config->threads, 1u), FALSE, NULL);
+  g_thread_pool_set_sort_function (e->pool, pass_order, NULL);
   setup_backend (e);
   return e;
 }
@@ -1026,6 +1074,7 @@ twed_engine_free (TwedEngine *e)
   g_hash_table_unref (e->busy);
   g_hash_table_unref (e->running);
   g_hash_table_unref (e->wanted);
+  g_hash_table_unref (e->configured);
   g_clear_pointer (&e->policy_timer, destroy_source);
   g_clear_pointer (&e->cycle_timer, destroy_source);
   g_clear_pointer (&e->first_pass, destroy_source);
