@@ -262,7 +262,13 @@ twed_backend_set_manual (TwedBackend *b, const char *name, const TwedSetting *s,
       if (virDomainGetUUIDString (dom, uuid) == 0)
         backend_vm_changed (h, uuid, NULL);
     }
-  twed_log_domain (G_LOG_LEVEL_MESSAGE, h->name, name, "manual setting: %s",
-                   meta ? meta : "automatic");
+  /* A change like apply's: in the journal whatever the verbosity. */
+  {
+    g_autofree char *from = twed_setting_to_string (&before->twed);
+    g_autofree char *to = s ? twed_setting_to_string (s) : g_strdup (from);
+    g_autofree char *why = g_strdup_printf ("manual setting: %s", meta ? meta : "automatic");
+
+    twed_log_change (h->name, name, from, to, why);
+  }
   return TRUE;
 }

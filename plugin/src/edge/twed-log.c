@@ -116,8 +116,9 @@ writer (GLogLevelFlags level, const GLogField *fields, gsize n, gpointer data G_
 
   if (dropped (level))
     {
-      /* A change made is recorded even when the output is quiet. */
-      if (!to_journal && field_value (fields, n, TWED_LOG_FIELD_CHANGE))
+      /* A change made is recorded in the journal even when the output
+       * is quiet, whether or not stderr goes there too. */
+      if (field_value (fields, n, TWED_LOG_FIELD_CHANGE))
         g_log_writer_journald (level, fields, n, NULL);
       return G_LOG_WRITER_HANDLED;
     }
