@@ -109,6 +109,16 @@ check "twedd: fixed directory loads again" wait_for 5 grep -q '^twed_policy_ok 1
 rm -r "$tmp/pol"
 check "twedd: a policy directory that went away is rejected, last good set kept" \
     wait_for 5 grep -q 'policy rejected, keeping the last good set: policy directory .*/pol: ' "$tmp/log"
+# Created again (rm -r, then a fresh copy): watched again, read again.
+mkdir "$tmp/pol"
+cp "$demo/policies.d/"*.json "$tmp/pol/"
+check "twedd: a policy directory created again is watched and loads" \
+    wait_for 8 grep -q 'policy directory .*/pol (re)appeared' "$tmp/log"
+check "twedd: its policies are in force" \
+    wait_for 5 grep -q 'twed_vm_target_delay{host="host-b",domain="web-1",mode="fixed"} 3' "$tmp/m.prom"
+cp "$data/web-override.json" "$tmp/pol/20-web.json"
+check "twedd: a change in the new directory is seen" \
+    wait_for 5 grep -q 'twed_vm_target_delay{host="host-b",domain="web-1",mode="fixed"} 1' "$tmp/m.prom"
 kill -HUP $pid
 check "twedd: SIGHUP reloads" wait_for 5 grep -q 'SIGHUP: reloading' "$tmp/log"
 kill -TERM $pid
@@ -121,9 +131,20 @@ check "twedd: several cycles ran" [ "$(sed -n 's/^twed_cycles_total //p' "$tmp/m
 # A missing policy directory: nothing starts, nothing is planned.
 expect_rc 2 "twedd: missing policy directory refused" "$twedd" --config "$tmp/empty.conf" -P "$tmp/nowhere" \
     -c "test://$demo/host-b.xml" --dry-run
-check "twedd: missing directory named" grep -q "policy directory $tmp/nowhere does not exist" "$tmp/err"
+check "twedd: missing directory named" grep -q "policy directory $tmp/nowhere: " "$tmp/err"
 expect_rc 2 "twedctl: missing policy directory refused" "$twedctl" plan -P "$tmp/nowhere" -c "test://$demo/host-b.xml"
 check "twedctl: missing directory named" grep -q "policy directory $tmp/nowhere: " "$tmp/err"
+# An empty one (an unmounted mountpoint) too, unless the built-in
+# default is asked for.
+mkdir -p "$tmp/emptypol"
+expect_rc 2 "twedd: empty policy directory refused" "$twedd" --config "$tmp/empty.conf" -P "$tmp/emptypol" \
+    -c "test://$demo/host-b.xml" --dry-run
+check "twedd: empty directory named" grep -q "policy directory $tmp/emptypol holds no \*.json policy" "$tmp/err"
+expect_rc 2 "twedctl: empty policy directory refused" "$twedctl" plan -P "$tmp/emptypol" -c "test://$demo/host-b.xml"
+check "twedctl: empty directory named" grep -q "policy directory $tmp/emptypol holds no" "$tmp/err"
+printf '[twed]\nallow_builtin_default=true\n' >"$tmp/builtin.conf"
+expect_rc 0 "twedctl: empty directory with allow_builtin_default plans the default" \
+    "$twedctl" plan --config "$tmp/builtin.conf" -P "$tmp/emptypol" -c "test://$demo/host-b.xml"
 
 # A Kubernetes ConfigMap volume: files are symlinks through "..data",
 # which an update swaps for a new directory in one rename.

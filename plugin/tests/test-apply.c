@@ -56,7 +56,7 @@ static void
 test_round_trip (void)
 {
   g_autofree char *pdir = g_build_filename (demo_dir, "policies.d", NULL);
-  g_autoptr(TwedPolicySet) set = twed_policy_dir_load (pdir, NULL);
+  g_autoptr(TwedPolicySet) set = twed_policy_dir_load (pdir, FALSE, NULL);
   g_autoptr(TwedBackend) b = make_backend ();
   g_autoptr(TwedPlan) p1 = plan (b, set);
   g_autoptr(TwedPlan) p2 = NULL;
@@ -118,7 +118,7 @@ static void
 test_min_change_interval (void)
 {
   g_autofree char *pdir = g_build_filename (demo_dir, "policies.d", NULL);
-  g_autoptr(TwedPolicySet) set = twed_policy_dir_load (pdir, NULL);
+  g_autoptr(TwedPolicySet) set = twed_policy_dir_load (pdir, FALSE, NULL);
   g_autoptr(TwedPolicySet) fixed1 = policy_all_fixed (1);
   g_autoptr(TwedBackend) b = make_backend ();
   g_autoptr(TwedPlan) p1 = plan (b, set);
@@ -155,7 +155,7 @@ static void
 test_manual_pin (void)
 {
   g_autofree char *pdir = g_build_filename (demo_dir, "policies.d", NULL);
-  g_autoptr(TwedPolicySet) set = twed_policy_dir_load (pdir, NULL);
+  g_autoptr(TwedPolicySet) set = twed_policy_dir_load (pdir, FALSE, NULL);
   g_autoptr(TwedBackend) b = make_backend ();
   g_autoptr(GError) error = NULL;
   g_autoptr(TwedPlan) p = NULL;

@@ -30,6 +30,7 @@ test_full (void)
   g_autofree char *path = write_tmp ("twed.conf",
                                      "[twed]\npolicy_dir=/srv/p\nhosts=a=qemu+ssh://n1/system; qemu+tls://n2.example.org/system\n"
                                      "interval=30\ndry_run=true\nmax_changes_per_cycle=7\n"
+                                     "allow_builtin_default=true\nstate_dir=/var/lib/twed\n"
                                      "[libvirt]\nkeepalive_interval=10\nreconnect_max=120\n"
                                      "[metrics]\ntextfile=/tmp/t.prom\nlisten=127.0.0.1:9777\n");
   g_autoptr(GError) e = NULL;
@@ -46,6 +47,8 @@ test_full (void)
   g_assert_cmpstr (h->name, ==, "n2.example.org");
   g_assert_cmpuint (c->interval, ==, 30);
   g_assert_true (c->dry_run);
+  g_assert_true (c->allow_builtin_default);
+  g_assert_cmpstr (c->state_dir, ==, "/var/lib/twed");
   g_assert_cmpuint (c->max_changes, ==, 7);
   g_assert_cmpuint (c->keepalive_interval, ==, 10);
   g_assert_cmpuint (c->reconnect_max, ==, 120);
@@ -63,6 +66,8 @@ test_errors (void)
     { "[twed]\nbogus=1\n", "[twed] unknown key 'bogus'" },
     { "[other]\na=1\n", "unknown group [other]" },
     { "[twed]\ndry_run=maybe\n", "[twed] dry_run: want true or false" },
+    { "[twed]\nallow_builtin_default=1x\n", "[twed] allow_builtin_default: want true or false" },
+    { "[metrics]\nper_vm=yes please\n", "[metrics] per_vm: want true or false" },
     { "[twed]\nhosts=not a uri\n", "[twed] hosts: libvirt URI 'not a uri'" },
     { "[twed]\nhosts=test://\n", "the test driver needs a node file path" },
     { "[twed]\nhosts=qemu:///system;qemu:///session\n", "used twice" },

@@ -128,7 +128,7 @@ twedctl_setup (Twedctl *ctl, gboolean need_hosts, gboolean need_policies, gboole
       if (!need_policies && !g_file_test (dir, G_FILE_TEST_EXISTS))
         ctl->policies = twed_policy_set_new ();
       else
-        ctl->policies = twed_policy_dir_load (dir, &error);
+        ctl->policies = twed_policy_dir_load (dir, !need_policies || ctl->config->allow_builtin_default, &error);
     }
   if (!ctl->policies)
     goto usage;

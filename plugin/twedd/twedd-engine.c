@@ -20,11 +20,15 @@
 #include "twed-policydir.h"
 
 #include <gio/gio.h>
+#include <glib/gstdio.h>
 #include <string.h>
 
 /* Bursts of events (a migration fires several) collapse into one pass. */
 #define EVENT_DEBOUNCE_MS 200
 #define POLICY_DEBOUNCE_MS 300
+/* How often the policy directory is looked at for being replaced (rm -r
+ * and created again, a remount), which ends an inotify watch silently. */
+#define POLICY_DIR_CHECK_MS 2000
 /* Metrics are rendered at most this often, however many passes end. */
 #define RENDER_MIN_INTERVAL_MS 1000
 /* A pass that has been inside a worker this long is waiting on its
@@ -61,6 +65,11 @@ struct _TwedEngine {
   TwedBackend *backend;
   TwedPolicySet *policies;      /* last good, NULL until one loaded */
   GFileMonitor *monitor;
+  GSource *dir_check;           /* the watched directory still the one there */
+  gboolean dir_known;           /* dir_dev/dir_ino: the one watched */
+  dev_t dir_dev;
+  ino_t dir_ino;
+  gint64 dir_stamp;             /* mtimes of the directory and ..data at the last load */
   GSource *policy_timer;
   GSource *cycle_timer;         /* one-shot: the next interval's start */
   gint64 interval_started;      /* monotonic usec the interval began */
@@ -122,6 +131,7 @@ typedef struct {
 } PassJob;
 
 static void request_pass (TwedEngine *e, const char *host, gboolean from_event);
+static gint64 policy_dir_stamp (const char *dir);
 static gboolean health_func (char **text, gpointer data);
 static void start_pass (TwedEngine *e, const char *host, gboolean from_event);
 static void size_pool (TwedEngine *e);
@@ -708,6 +718,11 @@ on_cycle_timer (gpointer data)
   arm_cycle_timer (e);
   new_budget (e);
   g_info ("interval starts: budget renewed");
+  /* The watch is the way policy changes come; should one have been
+   * missed (a watch lost with its directory's mount), the interval
+   * reads them still. */
+  if (policy_dir_stamp (e->config->policy_dir) != e->dir_stamp)
+    twed_engine_reload_policies (e);
   request_pass (e, NULL, FALSE);
   return G_SOURCE_REMOVE;
 }
@@ -785,11 +800,30 @@ on_backend_event (TwedBackend *source, const char *host, const char *domain G_GN
   g_source_unref (src);
 }
 
+/* Modification times of the policy directory and of its "..data" link
+ * (a ConfigMap update): what a lost watch would have reported. */
+static gint64
+policy_dir_stamp (const char *dir)
+{
+  g_autofree char *data = g_build_filename (dir, "..data", NULL);
+  GStatBuf st;
+  gint64 stamp = 0;
+
+  if (g_stat (dir, &st) == 0)
+    stamp = (gint64) st.st_mtim.tv_sec * G_USEC_PER_SEC + st.st_mtim.tv_nsec / 1000;
+  if (g_lstat (data, &st) == 0)
+    stamp ^= (gint64) st.st_mtim.tv_sec * G_USEC_PER_SEC + st.st_mtim.tv_nsec / 1000 + 1;
+  return stamp;
+}
+
 gboolean
 twed_engine_reload_policies (TwedEngine *e)
 {
   g_autoptr(GError) error = NULL;
-  TwedPolicySet *set = twed_policy_dir_load (e->config->policy_dir, &error);
+  TwedPolicySet *set;
+
+  e->dir_stamp = policy_dir_stamp (e->config->policy_dir);
+  set = twed_policy_dir_load (e->config->policy_dir, e->config->allow_builtin_default, &error);
 
   if (!set)
     {
@@ -916,8 +950,15 @@ setup_monitor (TwedEngine *e)
 {
   g_autoptr(GFile) dir = g_file_new_for_path (e->config->policy_dir);
   g_autoptr(GError) error = NULL;
+  GStatBuf st;
 
   g_clear_object (&e->monitor);
+  e->dir_known = g_stat (e->config->policy_dir, &st) == 0;
+  if (e->dir_known)
+    {
+      e->dir_dev = st.st_dev;
+      e->dir_ino = st.st_ino;
+    }
   e->monitor = g_file_monitor_directory (dir, G_FILE_MONITOR_WATCH_MOVES, NULL, &error);
   if (!e->monitor)
     {
@@ -925,6 +966,29 @@ setup_monitor (TwedEngine *e)
       return;
     }
   g_signal_connect (e->monitor, "changed", G_CALLBACK (on_policy_dir_changed), e);
+}
+
+/* A watch ends with the directory it watched: one created again at the
+ * same path (rm -r and mkdir, a volume mounted again) gets a new watch,
+ * and its policies are read. */
+static gboolean
+on_dir_check (gpointer data)
+{
+  TwedEngine *e = data;
+  GStatBuf st;
+
+  if (g_stat (e->config->policy_dir, &st) != 0)
+    {
+      e->dir_known = FALSE;
+      return G_SOURCE_CONTINUE;
+    }
+  if (e->dir_known && st.st_dev == e->dir_dev && st.st_ino == e->dir_ino)
+    return G_SOURCE_CONTINUE;
+  g_message ("policy directory %s (re)appeared: watching it again", e->config->policy_dir);
+  setup_monitor (e);
+  g_clear_pointer (&e->policy_timer, destroy_source);
+  e->policy_timer = attach_timeout (e, POLICY_DEBOUNCE_MS, on_policy_debounced, e, NULL);
+  return G_SOURCE_CONTINUE;
 }
 
 /* The next interval starts one interval after this one began: the
@@ -952,14 +1016,10 @@ schedule_first_pass (TwedEngine *e)
 gboolean
 twed_engine_start (TwedEngine *e, GError **error)
 {
-  /* The directory must exist (its documents may still be wrong: then
-   * nothing is applied until they are fixed). */
-  if (!g_file_test (e->config->policy_dir, G_FILE_TEST_IS_DIR))
-    {
-      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "policy directory %s does not exist",
-                   e->config->policy_dir);
-      return FALSE;
-    }
+  /* The directory must exist and hold policies (its documents may
+   * still be wrong: then nothing is applied until they are fixed). */
+  if (!twed_policy_dir_check (e->config->policy_dir, e->config->allow_builtin_default, error))
+    return FALSE;
   if (e->config->metrics_listen &&
       !(e->metrics_server = twed_metrics_server_new (e->config->metrics_listen, error)))
     return FALSE;
@@ -972,6 +1032,7 @@ twed_engine_start (TwedEngine *e, GError **error)
   e->interval_started = g_get_monotonic_time ();
   arm_cycle_timer (e);
   e->stuck_timer = attach_timeout (e, STUCK_AFTER_S * 1000 / 3, on_stuck_check, e, NULL);
+  e->dir_check = attach_timeout (e, POLICY_DIR_CHECK_MS, on_dir_check, e, NULL);
   schedule_first_pass (e);
   return TRUE;
 }
@@ -1080,6 +1141,7 @@ twed_engine_free (TwedEngine *e)
   g_clear_pointer (&e->first_pass, destroy_source);
   g_clear_pointer (&e->render_timer, destroy_source);
   g_clear_pointer (&e->stuck_timer, destroy_source);
+  g_clear_pointer (&e->dir_check, destroy_source);
   g_clear_object (&e->monitor);
   twed_backend_unref_elsewhere (e->backend);
   g_clear_pointer (&e->policies, twed_policy_set_unref);

@@ -53,6 +53,7 @@ twed_config_free (TwedConfig *c)
   g_ptr_array_unref (c->hosts);
   g_free (c->metrics_textfile);
   g_free (c->metrics_listen);
+  g_free (c->state_dir);
   g_free (c);
 }
 
@@ -219,10 +220,29 @@ get_uint (GKeyFile *kf, const char *group, const char *key, guint min, guint max
 }
 
 static gboolean
+get_bool (GKeyFile *kf, const char *group, const char *key, gboolean *out, GError **error)
+{
+  g_autoptr(GError) local = NULL;
+  gboolean v;
+
+  if (!g_key_file_has_key (kf, group, key, NULL))
+    return TRUE;
+  v = g_key_file_get_boolean (kf, group, key, &local);
+  if (local)
+    {
+      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "[%s] %s: want true or false", group, key);
+      return FALSE;
+    }
+  *out = v;
+  return TRUE;
+}
+
+static gboolean
 check_keys (GKeyFile *kf, GError **error)
 {
   static const char *const twed_keys[] = { "policy_dir", "hosts", "hosts_file", "interval", "dry_run",
-                                           "max_changes_per_cycle", "min_change_interval", "threads", NULL };
+                                           "max_changes_per_cycle", "min_change_interval", "threads",
+                                           "allow_builtin_default", "state_dir", NULL };
   static const char *const libvirt_keys[] = { "keepalive_interval", "keepalive_count",
                                               "reconnect_max", "connect_timeout", "definition_max_age", NULL };
   static const char *const metrics_keys[] = { "textfile", "listen", "per_vm", "health_intervals", NULL };
@@ -292,25 +312,16 @@ parse_keyfile (TwedConfig *c, GKeyFile *kf, GError **error)
       }
   if ((s = get_string (kf, "twed", "hosts_file")) && !twed_config_load_hosts_file (c, s, error))
     return FALSE;
-  if (g_key_file_has_key (kf, "twed", "dry_run", NULL))
-    {
-      c->dry_run = g_key_file_get_boolean (kf, "twed", "dry_run", &local);
-      if (local)
-        {
-          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "[twed] dry_run: want true or false");
-          return FALSE;
-        }
-    }
-  if (g_key_file_has_key (kf, "metrics", "per_vm", NULL))
-    {
-      c->metrics_per_vm = g_key_file_get_boolean (kf, "metrics", "per_vm", &local);
-      if (local)
-        {
-          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "[metrics] per_vm: want true or false");
-          return FALSE;
-        }
-    }
+  if (!get_bool (kf, "twed", "dry_run", &c->dry_run, error) ||
+      !get_bool (kf, "twed", "allow_builtin_default", &c->allow_builtin_default, error) ||
+      !get_bool (kf, "metrics", "per_vm", &c->metrics_per_vm, error))
+    return FALSE;
   g_clear_pointer (&s, g_free);
+  if ((s = get_string (kf, "twed", "state_dir")))
+    {
+      g_free (c->state_dir);
+      c->state_dir = g_steal_pointer (&s);
+    }
   if ((s = get_string (kf, "metrics", "textfile")))
     c->metrics_textfile = g_steal_pointer (&s);
   if ((s = get_string (kf, "metrics", "listen")))

@@ -16,6 +16,8 @@ typedef struct {
   GPtrArray *hosts;         /* TwedHostSpec */
   guint interval;           /* seconds between scheduled cycles */
   gboolean dry_run;
+  gboolean allow_builtin_default; /* a policy directory without policies is not an error */
+  char *state_dir;          /* where twedd keeps what must survive a restart, NULL = none */
   guint max_changes;        /* global cap per cycle, 0 = none */
   guint min_change_interval; /* seconds between two changes of one VM, 0 = none */
   guint threads;

@@ -43,8 +43,10 @@ cmp_str (gconstpointer a, gconstpointer b)
   return g_strcmp0 (*(char *const *) a, *(char *const *) b);
 }
 
-TwedPolicySet *
-twed_policy_dir_load (const char *dir, GError **error)
+/* The policy files of @dir, sorted; NULL with @error when there is no
+ * such directory, or no policy in it unless @allow_empty. */
+static GPtrArray *
+list_policies (const char *dir, gboolean allow_empty, GError **error)
 {
   g_autoptr(GDir) d = NULL;
   g_autoptr(GError) local = NULL;
@@ -65,7 +67,34 @@ twed_policy_dir_load (const char *dir, GError **error)
   while ((name = g_dir_read_name (d)))
     if (g_str_has_suffix (name, ".json") && name[0] != '.')
       g_ptr_array_add (files, g_build_filename (dir, name, NULL));
+  /* An empty directory is what an unmounted mountpoint or a volume not
+   * filled yet looks like: the same deployment error as a missing one. */
+  if (!files->len && !allow_empty)
+    {
+      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID,
+                   "policy directory %s holds no *.json policy (set [twed] allow_builtin_default=true "
+                   "to apply the built-in default to every VM)", dir);
+      return NULL;
+    }
   g_ptr_array_sort (files, cmp_str);
+  return g_steal_pointer (&files);
+}
+
+gboolean
+twed_policy_dir_check (const char *dir, gboolean allow_empty, GError **error)
+{
+  g_autoptr(GPtrArray) files = list_policies (dir, allow_empty, error);
+
+  return files != NULL;
+}
+
+TwedPolicySet *
+twed_policy_dir_load (const char *dir, gboolean allow_empty, GError **error)
+{
+  g_autoptr(GPtrArray) files = list_policies (dir, allow_empty, error);
+
+  if (!files)
+    return NULL;
   g_ptr_array_add (files, NULL);
   return twed_policy_files_load ((const char *const *) files->pdata, error);
 }
