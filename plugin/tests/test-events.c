@@ -8,6 +8,7 @@
 #include "twed-log.h"
 #include "twed-domain-params.h"
 
+#include <glib/gstdio.h>
 #include <signal.h>
 #include <string.h>
 
@@ -295,6 +296,93 @@ test_reload_keeps_hosts (void)
   g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, ==, applied);
 }
 
+/* An engine over host-c and host-b keeping its state in @state_dir. */
+static TwedEngine *
+start_state_engine (const char *state_dir, guint max_changes, guint min_change_interval)
+{
+  TwedConfig *config = twed_config_new ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *uri_c = g_strdup_printf ("test://%s/host-c.xml", demo_dir);
+  g_autofree char *uri_b = g_strdup_printf ("test://%s/host-b.xml", demo_dir);
+  TwedEngine *e;
+
+  g_free (config->policy_dir);
+  config->policy_dir = g_build_filename (demo_dir, "policies.d", NULL);
+  g_free (config->state_dir);
+  config->state_dir = g_strdup (state_dir);
+  config->interval = 3600;
+  config->max_changes = max_changes;
+  config->min_change_interval = min_change_interval;
+  g_assert_true (twed_config_add_host (config, NULL, uri_c, NULL));
+  g_assert_true (twed_config_add_host (config, NULL, uri_b, NULL));
+  e = twed_engine_new (config, FALSE);
+  g_assert_true (twed_engine_start (e, &error));
+  g_assert_no_error (error);
+  passes_wanted = 2;
+  g_assert_true (wait_for (passes_done, e, 5000));
+  return e;
+}
+
+/* A restart (a crash loop, an upgrade) gives no fresh budget and lets
+ * no VM change before min_change_interval: both come back from the
+ * state file.  A test:/// host forgets what was applied with its
+ * connection, so after the restart every VM wants its change again. */
+static void
+test_state_across_restart (void)
+{
+  g_autofree char *dir = NULL;
+  g_autofree char *path = NULL, *aside = NULL;
+  const TwedPlanEntry *web;
+  TwedEngine *e;
+
+  if (!twed_domain_params_available ())
+    {
+      g_test_skip ("built without the twed libvirt API: nothing is applied");
+      return;
+    }
+  dir = g_dir_make_tmp ("twed-state-XXXXXX", NULL);
+  path = g_build_filename (dir, "state.json", NULL);
+  aside = g_strconcat (path, ".corrupt", NULL);
+
+  /* The interval's budget: one change, spent before the restart. */
+  e = start_state_engine (dir, 1, 0);
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, ==, 1);
+  twed_engine_free (e);
+  e = start_state_engine (dir, 1, 0);
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, ==, 0);
+  g_assert_cmpuint (twed_plan_count (twed_engine_get_last_plan (e), TWED_ACTION_DEFER), >=, 4);
+  twed_engine_free (e);
+  g_assert_cmpint (g_remove (path), ==, 0);
+
+  /* min_change_interval: web-1 was changed just before the restart. */
+  e = start_state_engine (dir, 0, 3600);
+  g_assert_cmpuint (find (twed_engine_get_last_plan (e), "web-1")->result, ==, TWED_RESULT_APPLIED);
+  twed_engine_free (e);
+  e = start_state_engine (dir, 0, 3600);
+  web = find (twed_engine_get_last_plan (e), "web-1");
+  g_assert_cmpuint (web->action, ==, TWED_ACTION_DEFER);
+  g_assert_nonnull (strstr (web->reason, "min_change_interval"));
+  twed_engine_free (e);
+
+  /* A damaged file: set aside, and nothing changes this interval. */
+  g_assert_true (g_file_set_contents (path, "{\"version\":1,\"interval\":", -1, NULL));
+  e = start_state_engine (dir, 0, 0);
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, ==, 0);
+  web = find (twed_engine_get_last_plan (e), "web-1");
+  g_assert_cmpuint (web->action, ==, TWED_ACTION_DEFER);
+  g_assert_nonnull (strstr (web->reason, "state file unreadable"));
+  g_assert_true (g_file_test (aside, G_FILE_TEST_EXISTS));
+  twed_engine_free (e);
+  /* ...and the file written since is good again. */
+  e = start_state_engine (dir, 0, 0);
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, >=, 3);
+  twed_engine_free (e);
+
+  g_remove (path);
+  g_remove (aside);
+  g_rmdir (dir);
+}
+
 /* Extra workers count only passes a worker has held for long: a round
  * of thousands of queued passes (a long timer round, threads=1) once
  * counted them all and grew the pool to thousands of threads. */
@@ -361,6 +449,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/fleet-priority", test_fleet_priority);
   g_test_add_func ("/engine/extra-workers", test_extra_workers);
   g_test_add_func ("/engine/reload-keeps-hosts", test_reload_keeps_hosts);
+  g_test_add_func ("/engine/state-across-restart", test_state_across_restart);
   g_test_add_func ("/libvirt/sigpipe-ignored", test_sigpipe_ignored);
   return g_test_run ();
 }

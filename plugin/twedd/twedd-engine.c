@@ -18,8 +18,10 @@
 #include "twed-domain-params.h"
 #include "twed-log.h"
 #include "twed-policydir.h"
+#include "twed-state.h"
 
 #include <gio/gio.h>
+#include <errno.h>
 #include <glib/gstdio.h>
 #include <string.h>
 
@@ -43,6 +45,11 @@
 /* A pass inside a worker this long (or 2 x interval, if longer) is
  * reported: its host is shown down and the pass as stuck. */
 #define HUNG_AFTER_S 120
+/* Budget and VM history are written at most this long after they
+ * changed by an apply (a grant is written at once). */
+#define STATE_SAVE_DELAY_MS 1000
+#define STATE_FILE "state.json"
+
 /* Passes that finished reading wait this long at most for the others
  * of their round before the interval's budget is granted among them. */
 #define GRANT_WAIT_MS 1000
@@ -95,6 +102,10 @@ struct _TwedEngine {
   GSource *grant_timer;
   TwedCounters counters;
   guint event_cycles;
+  char *state_path;             /* NULL: nothing kept across restarts */
+  GSource *state_timer;
+  GThreadPool *state_writer;    /* one thread: writes land in order */
+  gboolean started_ok;          /* twed_engine_start succeeded */
   TwedMetricsServer *metrics_server;
   GString *metrics_text;        /* kept between renders */
 };
@@ -180,6 +191,121 @@ attach_timeout (TwedEngine *e, guint ms, GSourceFunc func, gpointer data, GDestr
   g_source_set_callback (src, func, data, notify);
   g_source_attach (src, e->context);
   return src;
+}
+
+/* The state file: what a restart must not forget.  Built in the main
+ * context (the budget lives here), written on the writer's thread. */
+typedef struct {
+  char *path;
+  char *text;
+} StateWrite;
+
+static void
+state_write (gpointer data, gpointer unused G_GNUC_UNUSED)
+{
+  StateWrite *w = data;
+  g_autoptr(GError) error = NULL;
+
+  /* Atomic: a crash leaves the old file or the new one, never half. */
+  if (!g_file_set_contents_full (w->path, w->text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
+    g_warning ("state file %s: %s: the rate limits will not survive a restart", w->path, error->message);
+  g_free (w->path);
+  g_free (w->text);
+  g_free (w);
+}
+
+static void
+save_state (TwedEngine *e, gboolean now)
+{
+  g_autoptr(TwedState) s = NULL;
+  gint64 real = g_get_real_time (), mono = g_get_monotonic_time ();
+  StateWrite *w;
+
+  g_clear_pointer (&e->state_timer, destroy_source);
+  if (!e->state_path)
+    return;
+  s = twed_state_new ();
+  s->interval_started = real - (mono - e->interval_started);
+  s->interval = e->config->interval;
+  g_hash_table_unref (s->per_policy);
+  g_hash_table_unref (s->per_host);
+  twed_budget_export (e->budget, &s->granted, &s->per_policy, &s->per_host);
+  twed_backend_save_vms (e->backend, s->vms);
+  w = g_new0 (StateWrite, 1);
+  w->path = g_strdup (e->state_path);
+  w->text = twed_state_to_json (s);
+  if (now)
+    state_write (w, NULL);
+  else
+    g_thread_pool_push (e->state_writer, w, NULL);
+}
+
+static gboolean
+on_state_due (gpointer data)
+{
+  TwedEngine *e = data;
+
+  e->state_timer = NULL;
+  save_state (e, FALSE);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+state_changed (TwedEngine *e)
+{
+  if (e->state_path && !e->state_timer)
+    e->state_timer = attach_timeout (e, STATE_SAVE_DELAY_MS, on_state_due, e, NULL);
+}
+
+/* At start: the interval that was running goes on with what it granted,
+ * and the VMs stay held as they were.  A file that cannot be read says
+ * nothing of what was done: nothing is changed before the next interval,
+ * the safe side of every limit. */
+static void
+load_state (TwedEngine *e)
+{
+  g_autofree char *text = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TwedState) s = NULL;
+  gint64 real = g_get_real_time ();
+  gboolean carried = FALSE;
+  gsize len = 0;
+  guint held;
+
+  if (!e->state_path)
+    return;
+  if (g_mkdir_with_parents (e->config->state_dir, 0700) < 0)
+    g_warning ("state directory %s: %s: the rate limits will not survive a restart", e->config->state_dir,
+               g_strerror (errno));
+  if (g_file_get_contents (e->state_path, &text, &len, &error))
+    s = twed_state_from_json (text, (gssize) len, &error);
+  else if (g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+    {
+      g_info ("no state file %s yet", e->state_path);
+      return;
+    }
+  if (!s)
+    {
+      g_autofree char *aside = g_strconcat (e->state_path, ".corrupt", NULL);
+
+      g_warning ("state file %s unreadable (%s): kept as %s; what was changed before this start is unknown, "
+                 "so nothing is changed before the next interval", e->state_path, error->message, aside);
+      (void) g_rename (e->state_path, aside);
+      twed_budget_hold (e->budget, "state file unreadable at start: no change before the next interval");
+      return;
+    }
+  held = twed_backend_restore_vms (e->backend, s->vms);
+  if (s->interval_started && s->interval_started <= real &&
+      real - s->interval_started < (gint64) e->config->interval * G_USEC_PER_SEC)
+    {
+      e->interval_started = g_get_monotonic_time () - (real - s->interval_started);
+      twed_budget_import (e->budget, s->granted, s->per_policy, s->per_host);
+      carried = TRUE;
+    }
+  g_message ("state from %s: %u VM(s) held; %s", e->state_path, held,
+             carried ? "the interval in progress goes on with what it granted" : "a new interval starts");
+  if (carried)
+    g_message ("interval goes on: %u change(s) already granted", s->granted);
 }
 
 static void
@@ -471,7 +597,11 @@ grant_waiting (TwedEngine *e)
         g_ptr_array_add (plans, job->plan);
     }
   if (plans->len && e->policies)
-    twed_plans_apply_budget ((TwedPlan **) plans->pdata, plans->len, e->policies, e->budget);
+    {
+      twed_plans_apply_budget ((TwedPlan **) plans->pdata, plans->len, e->policies, e->budget);
+      /* Before anything is applied: a restart must find it spent. */
+      save_state (e, FALSE);
+    }
   for (guint i = 0; i < jobs->len; i++)
     {
       PassJob *job = g_ptr_array_index (jobs, i);
@@ -536,6 +666,8 @@ on_pass_stage_done (gpointer data)
       }
   if (job->skipped)
     twed_log_host (G_LOG_LEVEL_INFO, job->host, "granted change(s) not applied: a reload came first");
+  if (job->stage == PASS_APPLY)
+    state_changed (e);
   g_hash_table_remove (e->running, job);
   finish_pass (e, job);
   pass_job_free (job);
@@ -718,6 +850,7 @@ on_cycle_timer (gpointer data)
   arm_cycle_timer (e);
   new_budget (e);
   g_info ("interval starts: budget renewed");
+  save_state (e, FALSE);
   /* The watch is the way policy changes come; should one have been
    * missed (a watch lost with its directory's mount), the interval
    * reads them still. */
@@ -1030,10 +1163,12 @@ twed_engine_start (TwedEngine *e, GError **error)
   twed_engine_reload_policies (e);
   setup_monitor (e);
   e->interval_started = g_get_monotonic_time ();
+  load_state (e);
   arm_cycle_timer (e);
   e->stuck_timer = attach_timeout (e, STUCK_AFTER_S * 1000 / 3, on_stuck_check, e, NULL);
   e->dir_check = attach_timeout (e, POLICY_DIR_CHECK_MS, on_dir_check, e, NULL);
   schedule_first_pass (e);
+  e->started_ok = TRUE;
   return TRUE;
 }
 
@@ -1066,6 +1201,16 @@ twed_engine_reload_config (TwedEngine *e, TwedConfig *config)
     e->dry_run = e->dry_run_option || config->dry_run;
     set_configured (e);
     supersede (e);
+    /* A new state directory is written from now on (nothing is read
+     * from it: this process's own state is the newer). */
+    g_clear_pointer (&e->state_path, g_free);
+    if (config->state_dir)
+      {
+        if (g_mkdir_with_parents (config->state_dir, 0700) < 0)
+          g_warning ("state directory %s: %s", config->state_dir, g_strerror (errno));
+        e->state_path = g_build_filename (config->state_dir, STATE_FILE, NULL);
+      }
+    state_changed (e);
     /* Unchanged hosts keep their connections, cached definitions and
      * the history of their VMs; options apply at their next use. */
     backend_options (config, &bo);
@@ -1112,6 +1257,9 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->pool = g_thread_pool_new_full (pass_thread, NULL, (GDestroyNotify) pass_job_free,
                                     (int) MAX (config->threads, 1u), FALSE, NULL);
   g_thread_pool_set_sort_function (e->pool, pass_order, NULL);
+  if (config->state_dir)
+    e->state_path = g_build_filename (config->state_dir, STATE_FILE, NULL);
+  e->state_writer = g_thread_pool_new (state_write, NULL, 1, FALSE, NULL);
   setup_backend (e);
   return e;
 }
@@ -1125,6 +1273,11 @@ twed_engine_free (TwedEngine *e)
    * results are dropped, their references released. */
   e->link->engine = NULL;
   g_thread_pool_free (e->pool, TRUE, FALSE);
+  /* Pending writes land, then the last word. */
+  g_thread_pool_free (e->state_writer, FALSE, TRUE);
+  e->state_writer = NULL;
+  if (e->started_ok)
+    save_state (e, TRUE);
   /* Passes waiting for their grant are the engine's to free. */
   g_clear_pointer (&e->grant_timer, destroy_source);
   for (guint i = 0; i < e->waiting->len; i++)
@@ -1142,6 +1295,8 @@ twed_engine_free (TwedEngine *e)
   g_clear_pointer (&e->render_timer, destroy_source);
   g_clear_pointer (&e->stuck_timer, destroy_source);
   g_clear_pointer (&e->dir_check, destroy_source);
+  g_clear_pointer (&e->state_timer, destroy_source);
+  g_free (e->state_path);
   g_clear_object (&e->monitor);
   twed_backend_unref_elsewhere (e->backend);
   g_clear_pointer (&e->policies, twed_policy_set_unref);

@@ -248,6 +248,7 @@ struct _TwedBudget {
   guint total;
   GHashTable *per_host;   /* "policy\nhost" -> changes */
   GHashTable *per_policy; /* policy -> changes */
+  char *hold;             /* grants nothing, deferring with this reason */
 };
 
 TwedBudget *
@@ -268,6 +269,7 @@ twed_budget_free (TwedBudget *b)
     return;
   g_hash_table_unref (b->per_host);
   g_hash_table_unref (b->per_policy);
+  g_free (b->hold);
   g_free (b);
 }
 
@@ -287,6 +289,54 @@ void
 twed_budget_charge (TwedBudget *b, guint changes)
 {
   b->total += changes;
+}
+
+void
+twed_budget_hold (TwedBudget *b, const char *why)
+{
+  g_free (b->hold);
+  b->hold = g_strdup (why);
+}
+
+static GHashTable *
+counts_copy (GHashTable *from)
+{
+  GHashTable *to = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  GHashTableIter it;
+  gpointer k, v;
+
+  g_hash_table_iter_init (&it, from);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    g_hash_table_insert (to, g_strdup (k), v);
+  return to;
+}
+
+static void
+counts_add (GHashTable *to, GHashTable *from)
+{
+  GHashTableIter it;
+  gpointer k, v;
+
+  g_hash_table_iter_init (&it, from);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    g_hash_table_insert (to, g_strdup (k),
+                         GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (to, k)) + GPOINTER_TO_UINT (v)));
+}
+
+void
+twed_budget_export (const TwedBudget *b, guint *total, GHashTable **per_policy, GHashTable **per_host)
+{
+  *total = b->total;
+  *per_policy = counts_copy (b->per_policy);
+  *per_host = counts_copy (b->per_host);
+}
+
+void
+twed_budget_import (TwedBudget *b, guint total, GHashTable *per_policy, GHashTable *per_host)
+{
+  b->total += total;
+  counts_add (b->per_policy, per_policy);
+  counts_add (b->per_host, per_host);
 }
 
 static void
@@ -348,7 +398,9 @@ twed_plans_apply_budget (TwedPlan **plans, guint nplans, const TwedPolicySet *se
       guint np = GPOINTER_TO_UINT (g_hash_table_lookup (budget->per_policy, e->policy));
       char *why = NULL;
 
-      if (pol->max_per_host && nh >= pol->max_per_host)
+      if (budget->hold)
+        why = g_strdup (budget->hold);
+      else if (pol->max_per_host && nh >= pol->max_per_host)
         why = g_strdup_printf ("max_changes_per_cycle.host %u of policy %s reached",
                                pol->max_per_host, pol->name);
       else if (pol->max_global && np >= pol->max_global)

@@ -85,6 +85,16 @@ guint       twed_budget_total (const TwedBudget *budget);
 /* Counts @changes made elsewhere (an earlier run of the same interval)
  * against the overall cap. */
 void        twed_budget_charge (TwedBudget *budget, guint changes);
+/* Grants nothing more, every change deferred with @why (until the next
+ * budget). */
+void        twed_budget_hold (TwedBudget *budget, const char *why);
+/* What was granted: the overall total, and the counts per policy and per
+ * "policy\nhost" (new tables, string -> GUINT count), to keep across a
+ * restart; imported counts add to what is there. */
+void        twed_budget_export (const TwedBudget *budget, guint *total, GHashTable **per_policy,
+                                GHashTable **per_host);
+void        twed_budget_import (TwedBudget *budget, guint total, GHashTable *per_policy,
+                                GHashTable *per_host);
 /* Gives back what a granted change @entry took (it was not made). */
 void        twed_budget_refund (TwedBudget *budget, const TwedPlanEntry *entry);
 /* Turns the changes of @plan that exceed @budget into deferrals (most

@@ -17,6 +17,7 @@
 #include "twed-log.h"
 #include "twed-overcommit.h"
 #include "twed-domxml.h"
+#include "twed-state.h"
 
 #include <string.h>
 
@@ -1289,6 +1290,73 @@ twed_backend_reconfigure (TwedBackend *b, GPtrArray *specs, const TwedBackendOpt
   backend_hosts_unref (old);
   if (added || removed)
     g_message ("hosts reconfigured: %u kept, %u added, %u removed", g_hash_table_size (kept), added, removed);
+}
+
+void
+twed_backend_save_vms (TwedBackend *b, GPtrArray *out)
+{
+  g_autoptr(HostTable) t = backend_hosts (b);
+  gint64 mono = g_get_monotonic_time (), real = g_get_real_time ();
+  gint64 min = (gint64) BACKEND_OPT (b, min_change_interval) * G_USEC_PER_SEC;
+
+  for (guint i = 0; i < t->list->len; i++)
+    {
+      BackendHost *h = g_ptr_array_index (t->list, i);
+      GHashTableIter it;
+      gpointer key, value;
+
+      g_mutex_lock (&h->vm_lock);
+      g_hash_table_iter_init (&it, h->vms);
+      while (g_hash_table_iter_next (&it, &key, &value))
+        {
+          const VmState *st = value;
+          TwedVmRecord *r;
+
+          /* Only what still holds a VM back, or a backoff to double. */
+          if (!st->failures && st->retry_at <= mono && (!st->changed_at || st->changed_at + min <= mono))
+            continue;
+          r = twed_vm_record_new (h->name, key);
+          r->changed_at = st->changed_at ? real + (st->changed_at - mono) : 0;
+          r->failures = st->failures;
+          r->backoff = st->backoff;
+          r->retry_at = st->retry_at ? real + (st->retry_at - mono) : 0;
+          r->error = g_strdup (st->error);
+          g_ptr_array_add (out, r);
+        }
+      g_mutex_unlock (&h->vm_lock);
+    }
+}
+
+guint
+twed_backend_restore_vms (TwedBackend *b, GPtrArray *records)
+{
+  g_autoptr(HostTable) t = backend_hosts (b);
+  gint64 mono = g_get_monotonic_time (), real = g_get_real_time ();
+  guint n = 0;
+
+  for (guint i = 0; i < records->len; i++)
+    {
+      const TwedVmRecord *r = g_ptr_array_index (records, i);
+      BackendHost *h = g_hash_table_lookup (t->by_name, r->host);
+      VmState *st;
+
+      if (!h)
+        continue;
+      st = g_new0 (VmState, 1);
+      /* Back to this boot's monotonic clock; a time ahead of now (a
+       * clock stepped back) counts as now, so it holds no longer than
+       * it would have. */
+      st->changed_at = r->changed_at ? mono - MAX (real - r->changed_at, 0) : 0;
+      st->failures = r->failures;
+      st->backoff = r->backoff;
+      st->retry_at = r->retry_at ? mono + MIN (r->retry_at - real, (gint64) r->backoff * G_USEC_PER_SEC) : 0;
+      st->error = g_strdup (r->error);
+      g_mutex_lock (&h->vm_lock);
+      g_hash_table_replace (h->vms, g_strdup (r->vm), st);
+      g_mutex_unlock (&h->vm_lock);
+      n++;
+    }
+  return n;
 }
 
 void

@@ -69,6 +69,13 @@ gboolean twed_backend_set_manual (TwedBackend *backend, const char *domain,
 /* A reload changed [twed] min_change_interval: the VMs' history stays. */
 void twed_backend_set_min_change_interval (TwedBackend *backend, guint seconds);
 
+/* What this process did to each VM lately that still holds it back
+ * (min_change_interval, a failure backoff): TwedVmRecord, Unix times,
+ * appended to @out.  For the state file. */
+void  twed_backend_save_vms (TwedBackend *backend, GPtrArray *out);
+/* Takes such records back (those of configured hosts): how many. */
+guint twed_backend_restore_vms (TwedBackend *backend, GPtrArray *records);
+
 /* libvirt calls made so far: reads and writes, all hosts. */
 void twed_backend_counters (TwedBackend *backend, guint64 *reads, guint64 *writes);
 

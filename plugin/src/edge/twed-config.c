@@ -40,6 +40,13 @@ twed_config_new (void)
   c->health_intervals = 3;
   c->connect_timeout = 30;
   c->definition_max_age = 600;
+  /* systemd's StateDirectory= (the unit's): the first of its paths. */
+  if (g_getenv ("STATE_DIRECTORY") && *g_getenv ("STATE_DIRECTORY"))
+    {
+      g_auto(GStrv) dirs = g_strsplit (g_getenv ("STATE_DIRECTORY"), ":", 2);
+
+      c->state_dir = g_strdup (dirs[0]);
+    }
   return c;
 }
 
