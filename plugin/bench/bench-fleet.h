@@ -33,6 +33,18 @@ bench_rss_mib (void)
   return ru.ru_maxrss / 1024.0;
 }
 
+/* A region's policies: a default with a per-host cap, a flavor's, and a
+ * narrow one. */
+static const char *const bench_policy_json[] = {
+  "{\"version\":1,\"name\":\"default\",\"bands\":[{\"up_to\":1,\"mode\":\"off\"},"
+  "{\"up_to\":2,\"mode\":\"fixed\",\"delay\":3}],\"beyond\":{\"mode\":\"dynamic\","
+  "\"delay\":3,\"min\":1,\"max\":5},\"max_changes_per_cycle\":{\"host\":20}}",
+  "{\"version\":1,\"name\":\"batch\",\"priority\":10,\"match\":{\"flavors\":[\"c1.*\"]},"
+  "\"beyond\":{\"mode\":\"dynamic\",\"delay\":2,\"min\":1,\"max\":4}}",
+  "{\"version\":1,\"name\":\"edge\",\"match\":{\"hosts\":[\"host-9*\"],"
+  "\"domains\":[\"*-7\"]},\"beyond\":{\"mode\":\"fixed\",\"delay\":2}}",
+};
+
 static inline TwedPolicy *
 bench_policy (const char *json)
 {
@@ -47,13 +59,8 @@ bench_policies (void)
 {
   TwedPolicySet *set = twed_policy_set_new ();
 
-  g_assert_true (twed_policy_set_add (set, bench_policy ("{\"version\":1,\"name\":\"default\",\"bands\":[{\"up_to\":1,\"mode\":\"off\"},"
-                                                          "{\"up_to\":2,\"mode\":\"fixed\",\"delay\":3}],\"beyond\":{\"mode\":\"dynamic\","
-                                                          "\"delay\":3,\"min\":1,\"max\":5},\"max_changes_per_cycle\":{\"host\":20}}"), NULL));
-  g_assert_true (twed_policy_set_add (set, bench_policy ("{\"version\":1,\"name\":\"batch\",\"priority\":10,\"match\":{\"flavors\":[\"c1.*\"]},"
-                                                          "\"beyond\":{\"mode\":\"dynamic\",\"delay\":2,\"min\":1,\"max\":4}}"), NULL));
-  g_assert_true (twed_policy_set_add (set, bench_policy ("{\"version\":1,\"name\":\"edge\",\"match\":{\"hosts\":[\"host-9*\"],"
-                                                          "\"domains\":[\"*-7\"]},\"beyond\":{\"mode\":\"fixed\",\"delay\":2}}"), NULL));
+  for (guint i = 0; i < G_N_ELEMENTS (bench_policy_json); i++)
+    g_assert_true (twed_policy_set_add (set, bench_policy (bench_policy_json[i]), NULL));
   return set;
 }
 

@@ -106,6 +106,7 @@ struct _TwedEngine {
   GSource *state_timer;
   GThreadPool *state_writer;    /* one thread: writes land in order */
   gboolean started_ok;          /* twed_engine_start succeeded */
+  gboolean inline_stages;       /* twed_engine_run_pass_inline: no pool */
   TwedMetricsServer *metrics_server;
   GString *metrics_text;        /* kept between renders */
 };
@@ -148,6 +149,8 @@ static void start_pass (TwedEngine *e, const char *host, gboolean from_event);
 static void size_pool (TwedEngine *e);
 static gboolean pass_superseded (TwedEngine *e, const PassJob *job);
 static void finish_pass (TwedEngine *e, PassJob *job);
+static void run_pass_stage (PassJob *job);
+static gboolean on_pass_stage_done (gpointer data);
 
 static void
 link_clear (gpointer p)
@@ -569,7 +572,13 @@ after_grant (TwedEngine *e, PassJob *job)
       twed_log_host (G_LOG_LEVEL_INFO, job->host, "%u change(s) granted from the interval's budget",
                      job->changes);
       job->stage = PASS_APPLY;
-      g_thread_pool_push (e->pool, job, NULL);
+      if (e->inline_stages)
+        {
+          run_pass_stage (job);
+          on_pass_stage_done (job);
+        }
+      else
+        g_thread_pool_push (e->pool, job, NULL);
       return;
     }
   g_hash_table_remove (e->running, job);
@@ -781,8 +790,8 @@ on_stuck_check (gpointer data)
   return G_SOURCE_CONTINUE;
 }
 
-static void
-start_pass (TwedEngine *e, const char *host, gboolean from_event)
+static PassJob *
+new_pass (TwedEngine *e, const char *host, gboolean from_event)
 {
   g_autoptr(GDateTime) now = g_date_time_new_now_utc ();
   PassJob *job = g_new0 (PassJob, 1);
@@ -804,7 +813,35 @@ start_pass (TwedEngine *e, const char *host, gboolean from_event)
   g_hash_table_insert (e->busy, g_strdup (host), job);
   g_hash_table_add (e->running, job);
   e->reading++;
-  g_thread_pool_push (e->pool, job, NULL);
+  return job;
+}
+
+static void
+start_pass (TwedEngine *e, const char *host, gboolean from_event)
+{
+  g_thread_pool_push (e->pool, new_pass (e, host, from_event), NULL);
+}
+
+void
+twed_engine_run_pass_inline (TwedEngine *e, const char *host, GPtrArray *inventory)
+{
+  PassJob *job = new_pass (e, host, TRUE);
+  TwedPlanOptions po = { job->generated, 0 };
+
+  /* What the read stage would have found and planned. */
+  job->inventory = inventory;
+  if (job->policies)
+    job->plan = twed_plan_build (inventory, job->policies, &po);
+  e->inline_stages = TRUE;
+  on_pass_stage_done (job);
+  e->inline_stages = FALSE;
+}
+
+gsize
+twed_engine_render_now (TwedEngine *e)
+{
+  render_metrics (e);
+  return e->metrics_text->len;
 }
 
 /* A pass over @host, or over every host when NULL; a host whose pass

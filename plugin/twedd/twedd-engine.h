@@ -44,6 +44,14 @@ char    *twed_engine_status (TwedEngine *engine);
  * 2 x @threads.  Pure, for tests. */
 guint twed_engine_extra_workers (guint threads, const gint64 *running_since, guint n, gint64 now);
 
+/* For benchmarks: in the calling thread, what the engine does with an
+ * event's pass over @host once its read stage found @inventory (the one
+ * TwedHost, taken): the plan, the grant from the interval's budget, the
+ * apply stage, the pass's end (plan store, schedules); then the metrics
+ * as a render makes them, their size in bytes. */
+void  twed_engine_run_pass_inline (TwedEngine *engine, const char *host, GPtrArray *inventory);
+gsize twed_engine_render_now (TwedEngine *engine);
+
 TwedBackend         *twed_engine_get_backend (TwedEngine *engine);
 const TwedPlan      *twed_engine_get_last_plan (TwedEngine *engine);
 const TwedCounters  *twed_engine_get_counters (TwedEngine *engine);
