@@ -8,7 +8,7 @@
 set -u
 twedd=$1 demo=$2
 tmp=$(mktemp -d)
-pid= hups=
+pid='' hups=''
 trap '[ -n "$hups" ] && kill "$hups" 2>/dev/null; [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
 # ok, not_ok, check, wait_for
 . "$(dirname "$0")/tap.sh"
@@ -63,31 +63,8 @@ hups=
 kill -TERM "$pid"
 wait "$pid"
 pid=
-# The log is one stream.  A change made (a line carrying "change") is
-# counted in the interval in which its host's pass was granted: one pass
-# at a time per host, its grant logged before its changes.  A change
-# without a grant, or more than the cap in one interval, shows.
-/usr/bin/python3 - "$tmp/log" >"$tmp/intervals" <<'PY'
-import json, re, sys
-made = [0]
-grant_of = {}
-ungranted = reloads = 0
-for line in open(sys.argv[1]):
-    rec = json.loads(line)
-    msg = rec["message"]
-    if msg.startswith("interval starts"):
-        made.append(0)
-    elif msg.startswith("SIGHUP"):
-        reloads += 1
-    elif re.match(r"\d+ change\(s\) granted", msg):
-        grant_of[rec["host"]] = len(made) - 1
-    elif "change" in rec:
-        if rec.get("host") in grant_of:
-            made[grant_of[rec["host"]]] += 1
-        else:
-            ungranted += 1
-print(reloads, ungranted, " ".join(map(str, made)))
-PY
+# Each change logged as made, in the interval of its grant.
+/usr/bin/python3 "$(dirname "$0")/changes-per-interval.py" "$tmp/log" >"$tmp/intervals"
 read -r reloads ungranted made <"$tmp/intervals"
 echo "# $reloads reloads; $ungranted change(s) without a grant; made per interval: $made"
 check "reloads ran during the run" test "$reloads" -ge 20
