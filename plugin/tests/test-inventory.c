@@ -168,6 +168,40 @@ test_hotplug_followed (void)
   g_rmdir (dir);
 }
 
+/* When a cached definition is read again, both branches: QEMU's bulk
+ * stats carry vcpu.current (a hot-plug shows as a count that differs,
+ * whatever the age), the test driver's do not (the age decides). */
+static void
+test_definition_stale (void)
+{
+  const gint64 s = G_USEC_PER_SEC, now = 1000 * s;
+  static const struct {
+    const char *what;
+    gboolean active, has_current;
+    guint current, cached;
+    gboolean unread;
+    gint64 age_s;
+    guint max_age;
+    gboolean want;
+  } cases[] = {
+    { "QEMU: hot-plugged 2 -> 6, read a second ago", TRUE, TRUE, 6, 2, FALSE, 1, 600, TRUE },
+    { "QEMU: unplugged 4 -> 2", TRUE, TRUE, 2, 4, FALSE, 1, 600, TRUE },
+    { "QEMU: same count, old definition", TRUE, TRUE, 4, 4, FALSE, 5000, 600, FALSE },
+    { "test driver: younger than max_age", TRUE, FALSE, 0, 4, FALSE, 599, 600, FALSE },
+    { "test driver: older than max_age", TRUE, FALSE, 0, 4, FALSE, 601, 600, TRUE },
+    { "not running: never", FALSE, TRUE, 6, 2, FALSE, 5000, 600, FALSE },
+    { "fallback kept until an event", TRUE, TRUE, 6, 2, TRUE, 5000, 600, FALSE },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_test_message ("%s", cases[i].what);
+      g_assert_cmpint (twed_definition_stale (cases[i].active, cases[i].has_current, cases[i].current,
+                                              cases[i].cached, cases[i].unread, now - cases[i].age_s * s, now,
+                                              cases[i].max_age), ==, cases[i].want);
+    }
+}
+
 static void
 test_domcaps_support (void)
 {
@@ -206,5 +240,6 @@ main (int argc, char **argv)
   g_test_add_func ("/inventory/unparsable-counted", test_unparsable_counted);
   g_test_add_func ("/inventory/domcaps-support", test_domcaps_support);
   g_test_add_func ("/inventory/hotplug-followed", test_hotplug_followed);
+  g_test_add_func ("/inventory/definition-stale", test_definition_stale);
   return g_test_run ();
 }

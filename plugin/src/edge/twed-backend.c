@@ -688,9 +688,11 @@ load_definition (BackendHost *h, virDomainPtr dom, GError **error)
  * load.  The last definition read is the best guess; without one, the
  * live vCPU count and pinning, which libvirt reports without the job. */
 static TwedDomain *
-load_fallback (BackendHost *h, virDomainPtr dom, const CachedDomain *cached, guint ncpus,
+load_fallback (BackendHost *h, virDomainStatsRecordPtr r, const CachedDomain *cached, guint ncpus,
                gboolean active, const char *why)
 {
+  virDomainPtr dom = r->dom;
+  unsigned int current = 0;
   g_autoptr(TwedDomain) def = NULL;
   unsigned int flags = active ? VIR_DOMAIN_AFFECT_LIVE : VIR_DOMAIN_AFFECT_CONFIG;
   int nvcpus, maplen, n;
@@ -706,7 +708,14 @@ load_fallback (BackendHost *h, virDomainPtr dom, const CachedDomain *cached, gui
   if ((nvcpus = virDomainGetVcpusFlags (dom, flags)) < 0)
     {
       virResetLastError ();
-      return NULL;
+      /* The bulk stats' count, which needs no call: the vCPUs load the
+       * host whatever libvirt answers now.  Without it, nothing is known. */
+      if (!active || virTypedParamsGetUInt (r->params, r->nparams, "vcpu.current", &current) != 1)
+        return NULL;
+      def = twed_domain_new (virDomainGetName (dom));
+      def->load_error = g_strdup (why);
+      twed_domain_set_vcpus (def, current);
+      return g_steal_pointer (&def);
     }
   def = twed_domain_new (virDomainGetName (dom));
   def->load_error = g_strdup (why);
@@ -758,17 +767,27 @@ state_is_active (int state)
  * has: the bulk stats' vcpu.current differs (hot-plug), or, from a
  * driver whose stats lack the VCPU group (the test driver), it is older
  * than definition_max_age. */
+gboolean
+twed_definition_stale (gboolean active, gboolean has_current, guint current, guint cached_nvcpus,
+                       gboolean cached_unread, gint64 read_at, gint64 now, guint max_age)
+{
+  /* A fallback (the definition could not be read) is replaced when the
+   * domain changes, which an event or a job's end reports. */
+  if (!active || cached_unread)
+    return FALSE;
+  if (has_current)
+    return current != cached_nvcpus;
+  return now - read_at > (gint64) max_age * G_USEC_PER_SEC;
+}
+
 static gboolean
 definition_stale (BackendHost *h, virDomainStatsRecordPtr r, const CachedDomain *c, int state)
 {
-  unsigned int current;
-  guint max_age = BACKEND_OPT (h->backend, definition_max_age);
+  unsigned int current = 0;
+  gboolean has = virTypedParamsGetUInt (r->params, r->nparams, "vcpu.current", &current) == 1;
 
-  if (!state_is_active (state) || c->def->load_error)
-    return FALSE;
-  if (virTypedParamsGetUInt (r->params, r->nparams, "vcpu.current", &current) == 1)
-    return current != c->def->nvcpus;
-  return g_get_monotonic_time () - c->read_at > (gint64) max_age * G_USEC_PER_SEC;
+  return twed_definition_stale (state_is_active (state), has, current, c->def->nvcpus, c->def->load_error != NULL,
+                                c->read_at, g_get_monotonic_time (), BACKEND_OPT (h->backend, definition_max_age));
 }
 
 /* The history of VMs no longer on the host goes once it holds nothing
@@ -848,7 +867,7 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
                * reports: until then the fallback is kept, quietly. */
               gboolean retry = !g_error_matches (local, TWED_ERROR, TWED_ERROR_INVALID);
 
-              copy = load_fallback (h, r->dom, c, out->ncpus, state_is_active (state), local->message);
+              copy = load_fallback (h, r, c, out->ncpus, state_is_active (state), local->message);
               twed_log_domain (g_hash_table_contains (h->unread_warned, uuid) ? G_LOG_LEVEL_DEBUG : G_LOG_LEVEL_WARNING,
                                h->name, virDomainGetName (r->dom), "definition not read, %s: %s",
                                copy ? "its last known vCPUs are counted" : "left out of the load", local->message);

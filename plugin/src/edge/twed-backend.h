@@ -79,6 +79,16 @@ guint twed_backend_restore_vms (TwedBackend *backend, GPtrArray *records);
 /* libvirt calls made so far: reads and writes, all hosts. */
 void twed_backend_counters (TwedBackend *backend, guint64 *reads, guint64 *writes);
 
+/* Whether a cached definition no longer says how many vCPUs a domain
+ * has: a running domain's bulk stats report vcpu.current (@has_current)
+ * other than the definition's count (vCPU hot-plug, which emits no
+ * event), or, from drivers without that (the test driver), the
+ * definition was read more than @max_age seconds ago.  A domain not
+ * running, or whose cached definition is a fallback (@cached_unread),
+ * is never stale.  Times monotonic usec.  Pure, for tests. */
+gboolean twed_definition_stale (gboolean active, gboolean has_current, guint current, guint cached_nvcpus,
+                                gboolean cached_unread, gint64 read_at, gint64 now, guint max_age);
+
 /* For tests only. */
 struct _virConnect;
 struct _virConnect *twed_backend_get_connection (TwedBackend *backend, const char *host);
