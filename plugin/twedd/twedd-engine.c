@@ -104,7 +104,7 @@ struct _TwedEngine {
   guint event_cycles;
   char *state_path;             /* NULL: nothing kept across restarts */
   GSource *state_timer;
-  GThreadPool *state_writer;    /* one thread: writes land in order */
+  GThreadPool *writer;          /* one thread for files: writes land in order */
   gboolean started_ok;          /* twed_engine_start succeeded */
   gboolean inline_stages;       /* twed_engine_run_pass_inline: no pool */
   TwedMetricsServer *metrics_server;
@@ -196,25 +196,49 @@ attach_timeout (TwedEngine *e, guint ms, GSourceFunc func, gpointer data, GDestr
   return src;
 }
 
-/* The state file: what a restart must not forget.  Built in the main
- * context (the budget lives here), written on the writer's thread. */
+/* Files are written on the writer's thread: a write waits for the disk
+ * (fsync), which the main loop, running every connection's keepalive,
+ * must not.  The state file is what a restart must not forget (built in
+ * the main context, where the budget lives); the textfile, the metrics. */
 typedef struct {
   char *path;
-  char *text;
-} StateWrite;
+  GBytes *data;
+  gboolean state;
+} FileWrite;
 
 static void
-state_write (gpointer data, gpointer unused G_GNUC_UNUSED)
+file_write (gpointer data, gpointer unused G_GNUC_UNUSED)
 {
-  StateWrite *w = data;
+  FileWrite *w = data;
   g_autoptr(GError) error = NULL;
+  gsize len;
+  const char *text = g_bytes_get_data (w->data, &len);
 
+  if (!w->state)
+    {
+      if (!twed_metrics_write_textfile (w->path, w->data, &error))
+        g_warning ("metrics textfile %s: %s", w->path, error->message);
+    }
   /* Atomic: a crash leaves the old file or the new one, never half. */
-  if (!g_file_set_contents_full (w->path, w->text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
+  else if (!g_file_set_contents_full (w->path, text, (gssize) len, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
     g_warning ("state file %s: %s: the rate limits will not survive a restart", w->path, error->message);
   g_free (w->path);
-  g_free (w->text);
+  g_bytes_unref (w->data);
   g_free (w);
+}
+
+static void
+write_file (TwedEngine *e, const char *path, GBytes *data, gboolean state, gboolean now)
+{
+  FileWrite *w = g_new0 (FileWrite, 1);
+
+  w->path = g_strdup (path);
+  w->data = g_bytes_ref (data);
+  w->state = state;
+  if (now || !e->writer)
+    file_write (w, NULL);
+  else
+    g_thread_pool_push (e->writer, w, NULL);
 }
 
 static void
@@ -222,7 +246,8 @@ save_state (TwedEngine *e, gboolean now)
 {
   g_autoptr(TwedState) s = NULL;
   gint64 real = g_get_real_time (), mono = g_get_monotonic_time ();
-  StateWrite *w;
+  g_autoptr(GBytes) data = NULL;
+  char *text;
 
   g_clear_pointer (&e->state_timer, destroy_source);
   if (!e->state_path)
@@ -234,13 +259,9 @@ save_state (TwedEngine *e, gboolean now)
   g_hash_table_unref (s->per_host);
   twed_budget_export (e->budget, &s->granted, &s->per_policy, &s->per_host);
   twed_backend_save_vms (e->backend, s->vms);
-  w = g_new0 (StateWrite, 1);
-  w->path = g_strdup (e->state_path);
-  w->text = twed_state_to_json (s);
-  if (now)
-    state_write (w, NULL);
-  else
-    g_thread_pool_push (e->state_writer, w, NULL);
+  text = twed_state_to_json (s);
+  data = g_bytes_new_take (text, strlen (text));
+  write_file (e, e->state_path, data, TRUE, now);
 }
 
 static gboolean
@@ -314,15 +335,16 @@ load_state (TwedEngine *e)
 static void
 render_metrics (TwedEngine *e)
 {
-  g_autoptr(GError) error = NULL;
-  const char *text;
+  g_autoptr(GBytes) text = NULL;
 
   twed_metrics_render_into (e->metrics_text, e->plans, &e->counters, e->config->metrics_per_vm);
-  text = e->metrics_text->str;
   e->rendered_at = g_get_monotonic_time ();
-  if (e->config->metrics_textfile &&
-      !twed_metrics_write_textfile (e->config->metrics_textfile, text, &error))
-    g_warning ("metrics textfile %s: %s", e->config->metrics_textfile, error->message);
+  if (!e->config->metrics_textfile && !e->metrics_server)
+    return;
+  /* One copy per render, shared by the textfile and every scrape. */
+  text = g_bytes_new (e->metrics_text->str, e->metrics_text->len);
+  if (e->config->metrics_textfile)
+    write_file (e, e->config->metrics_textfile, text, FALSE, FALSE);
   if (e->metrics_server)
     twed_metrics_server_update (e->metrics_server, text);
 }
@@ -1296,7 +1318,7 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   g_thread_pool_set_sort_function (e->pool, pass_order, NULL);
   if (config->state_dir)
     e->state_path = g_build_filename (config->state_dir, STATE_FILE, NULL);
-  e->state_writer = g_thread_pool_new (state_write, NULL, 1, FALSE, NULL);
+  e->writer = g_thread_pool_new (file_write, NULL, 1, FALSE, NULL);
   setup_backend (e);
   return e;
 }
@@ -1311,8 +1333,8 @@ twed_engine_free (TwedEngine *e)
   e->link->engine = NULL;
   g_thread_pool_free (e->pool, TRUE, FALSE);
   /* Pending writes land, then the last word. */
-  g_thread_pool_free (e->state_writer, FALSE, TRUE);
-  e->state_writer = NULL;
+  g_thread_pool_free (e->writer, FALSE, TRUE);
+  e->writer = NULL;
   if (e->started_ok)
     save_state (e, TRUE);
   /* Passes waiting for their grant are the engine's to free. */

@@ -144,16 +144,6 @@ render_per_vm (GString *s, TwedPlanStore *store)
     }
 }
 
-char *
-twed_metrics_render (TwedPlanStore *store, const TwedCounters *c, gboolean per_vm)
-{
-  /* Sized for the per-host samples: no reallocation on the way. */
-  GString *s = g_string_sized_new (4096 + (store ? twed_plan_store_size (store) * 96 : 0));
-
-  twed_metrics_render_into (s, store, c, per_vm);
-  return g_string_free (s, FALSE);
-}
-
 void
 twed_metrics_render_into (GString *s, TwedPlanStore *store, const TwedCounters *c, gboolean per_vm)
 {
@@ -222,11 +212,14 @@ twed_metrics_render_into (GString *s, TwedPlanStore *store, const TwedCounters *
 }
 
 gboolean
-twed_metrics_write_textfile (const char *path, const char *text, GError **error)
+twed_metrics_write_textfile (const char *path, GBytes *text, GError **error)
 {
+  gsize len;
+  const char *data = g_bytes_get_data (text, &len);
+
   /* g_file_set_contents writes a temporary file and renames it, so the
    * collector never reads half a file. */
-  return g_file_set_contents_full (path, text, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0644, error);
+  return g_file_set_contents_full (path, data, (gssize) len, G_FILE_SET_CONTENTS_CONSISTENT, 0644, error);
 }
 
 #if HAVE_LIBSOUP
@@ -234,7 +227,7 @@ twed_metrics_write_textfile (const char *path, const char *text, GError **error)
 
 struct _TwedMetricsServer {
   SoupServer *server;
-  char *text;
+  GBytes *text;             /* the latest render, shared with each response */
   TwedHealthFunc health;
   gpointer health_data;
 };
@@ -267,7 +260,6 @@ handle_metrics (SoupServer *server G_GNUC_UNUSED, SoupServerMessage *msg, const 
                 GHashTable *query G_GNUC_UNUSED, gpointer data)
 {
   TwedMetricsServer *self = data;
-  const char *text = self->text ? self->text : "";
 
   if (g_strcmp0 (soup_server_message_get_method (msg), "GET") != 0)
     {
@@ -275,7 +267,12 @@ handle_metrics (SoupServer *server G_GNUC_UNUSED, SoupServerMessage *msg, const 
       return;
     }
   soup_server_message_set_status (msg, SOUP_STATUS_OK, NULL);
-  soup_server_message_set_response (msg, "text/plain; version=0.0.4", SOUP_MEMORY_COPY, text, strlen (text));
+  soup_message_headers_set_content_type (soup_server_message_get_response_headers (msg),
+                                         "text/plain; version=0.0.4", NULL);
+  /* A reference, not a copy: a region's metrics are megabytes. */
+  if (self->text)
+    soup_message_body_append_bytes (soup_server_message_get_response_body (msg), self->text);
+  soup_message_body_complete (soup_server_message_get_response_body (msg));
 }
 
 TwedMetricsServer *
@@ -317,10 +314,10 @@ twed_metrics_server_new (const char *listen, GError **error)
 }
 
 void
-twed_metrics_server_update (TwedMetricsServer *self, const char *text)
+twed_metrics_server_update (TwedMetricsServer *self, GBytes *text)
 {
-  g_free (self->text);
-  self->text = g_strdup (text);
+  g_clear_pointer (&self->text, g_bytes_unref);
+  self->text = g_bytes_ref (text);
 }
 
 void
@@ -336,7 +333,7 @@ twed_metrics_server_free (TwedMetricsServer *self)
   if (!self)
     return;
   g_clear_object (&self->server);
-  g_free (self->text);
+  g_clear_pointer (&self->text, g_bytes_unref);
   g_free (self);
 }
 
@@ -355,7 +352,7 @@ twed_metrics_server_new (const char *listen, GError **error)
 }
 
 void
-twed_metrics_server_update (TwedMetricsServer *self G_GNUC_UNUSED, const char *text G_GNUC_UNUSED)
+twed_metrics_server_update (TwedMetricsServer *self G_GNUC_UNUSED, GBytes *text G_GNUC_UNUSED)
 {
 }
 

@@ -19,25 +19,23 @@ typedef struct {
   guint passes_stuck;        /* passes whose libvirt call has not returned for long */
 } TwedCounters;
 
-/* Prometheus text exposition format 0.0.4: the daemon's counters, the
- * fleet's totals and one sample per host; with @per_vm one per VM too
- * (a region's VMs are a hundred megabytes of text, so that is asked
- * for). */
-char *twed_metrics_render (TwedPlanStore *store, const TwedCounters *counters, gboolean per_vm);
-/* The same into @out (emptied first): a buffer kept between renders
- * keeps its pages, where a fresh megabyte is mapped and faulted in each
- * time. */
+/* Prometheus text exposition format 0.0.4 into @out (emptied first):
+ * the daemon's counters, the fleet's totals and one sample per host;
+ * with @per_vm one per VM too (a region's VMs are a hundred megabytes of
+ * text, so that is asked for).  A buffer kept between renders keeps its
+ * pages, where a fresh megabyte is mapped and faulted in each time. */
 void  twed_metrics_render_into (GString *out, TwedPlanStore *store, const TwedCounters *counters,
                                 gboolean per_vm);
 
 /* node_exporter textfile collector: written atomically. */
-gboolean twed_metrics_write_textfile (const char *path, const char *text, GError **error);
+gboolean twed_metrics_write_textfile (const char *path, GBytes *text, GError **error);
 
 typedef struct _TwedMetricsServer TwedMetricsServer;
 
 /* Serves the latest text on http://LISTEN/metrics; needs libsoup. */
 TwedMetricsServer *twed_metrics_server_new (const char *listen, GError **error);
-void               twed_metrics_server_update (TwedMetricsServer *server, const char *text);
+/* Serves @text (a reference is kept) from now on. */
+void               twed_metrics_server_update (TwedMetricsServer *server, GBytes *text);
 /* /healthz answers 200 when @func returns TRUE, else 503; the text it
  * sets is the body.  Asked at each request: health changes with time
  * alone. */
