@@ -112,9 +112,7 @@ check "twedd: a policy directory that went away is rejected, last good set kept"
 # Created again (rm -r, then a fresh copy): watched again, read again.
 mkdir "$tmp/pol"
 cp "$demo/policies.d/"*.json "$tmp/pol/"
-check "twedd: a policy directory created again is watched and loads" \
-    wait_for 8 grep -q 'policy directory .*/pol (re)appeared' "$tmp/log"
-check "twedd: its policies are in force" \
+check "twedd: a policy directory created again loads" \
     wait_for 5 grep -q 'twed_vm_target_delay{host="host-b",domain="web-1",mode="fixed"} 3' "$tmp/m.prom"
 cp "$data/web-override.json" "$tmp/pol/20-web.json"
 check "twedd: a change in the new directory is seen" \

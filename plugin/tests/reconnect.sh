@@ -69,10 +69,10 @@ check "h1's connection given up by keepalive" \
 # A pass over every host now blocks on h1 (its reconnect cannot finish).
 kill -HUP "$twedd_pid"
 sleep 4
-before=$(count 'cycle [0-9]* for h2')
+before=$(count 'host=h2: cycle [0-9]*')
 "$virsh" -q -c "${uri[1]}" "suspend test; resume test" >/dev/null
 check "h2 re-planned on its event while h1 hangs" \
-	wait_for 15 more_than "$before" 'cycle [0-9]* for h2'
+	wait_for 15 more_than "$before" 'host=h2: cycle [0-9]*'
 check "h2 and h3 still up while h1 hangs" up h2
 check "h2 and h3 still up while h1 hangs (h3)" up h3
 check "h1 reported down while it hangs" grep -q '^twed_host_up{host="h1"} 0$' "$tmp/twed.prom"
@@ -93,7 +93,7 @@ wait_for 10 gone "${pids[2]}" || { echo "Bail out! libvirtd h3 did not exit"; ex
 check "h3 reported down when its libvirtd ended" \
 	wait_for 10 grep -q '^twed_host_up{host="h3"} 0$' "$tmp/twed.prom"
 sleep 5
-attempts=$(count 'cycle [0-9]* for h3: .* unreachable')
+attempts=$(count 'host=h3: cycle [0-9]*: .* unreachable')
 check "h3 retried on its backoff meanwhile ($attempts passes in 5 s)" test "$attempts" -ge 2
 connects=$(count 'host=h3: connected to')
 pid=$("$here/libvirtd-session.sh" "$libvirtd" "$tmp/d3" keepalive_interval=1 keepalive_count=2) ||

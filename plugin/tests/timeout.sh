@@ -59,7 +59,7 @@ check "twedd: gives up on the silent host within the timeout" \
 check "twedd: silent host reported down" wait_for 3 grep -q '^twed_host_up{host="silent"} 0$' "$tmp/twed.prom"
 # Retries come every second (reconnect_max=1); none starts a second open
 # while the first has not returned.
-passes() { [ "$(grep -c 'for silent: .*unreachable' "$tmp/log")" -ge "$1" ]; }
+passes() { [ "$(grep -c 'host=silent: cycle .*unreachable' "$tmp/log")" -ge "$1" ]; }
 check "twedd: retries while the open is pending" wait_for 8 passes 4
 check "twedd: one open of the silent host at a time ($(($(cat "$tmp/accepted") - before)) accepted)" \
 	[ "$(($(cat "$tmp/accepted") - before))" -eq 1 ]

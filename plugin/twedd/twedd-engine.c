@@ -555,10 +555,10 @@ finish_pass (TwedEngine *e, PassJob *job)
       e->counters.changes_applied += job->applied;
       if (job->changes && (job->dry_run || !twed_domain_params_available ()))
         log_would_change (job->plan);
-      g_info ("cycle %" G_GUINT64_FORMAT " for %s: %u VM(s), %u change(s), %u deferred, %s",
-              e->counters.cycles, job->host, job->plan->entries->len, job->changes,
-              twed_plan_count (job->plan, TWED_ACTION_DEFER),
-              twed_plan_unreachable (job->plan) ? "unreachable" : "reachable");
+      twed_log_host (G_LOG_LEVEL_INFO, job->host, "cycle %" G_GUINT64_FORMAT ": %u VM(s), %u change(s), %u deferred, %s",
+                     e->counters.cycles, job->plan->entries->len, job->changes,
+                     twed_plan_count (job->plan, TWED_ACTION_DEFER),
+                     twed_plan_unreachable (job->plan) ? "unreachable" : "reachable");
       if (!twed_plan_unreachable (job->plan))
         {
           e->last_success = e->last_pass_end;
@@ -570,8 +570,13 @@ finish_pass (TwedEngine *e, PassJob *job)
         {
           TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, i);
 
+          /* ...and counts as kept, not as a change still pending
+           * (STATUS=, twed_vms{action}). */
           if (en->result == TWED_RESULT_APPLIED)
-            en->current = en->target;
+            {
+              en->current = en->target;
+              en->action = TWED_ACTION_KEEP;
+            }
         }
       /* A host removed meanwhile has left the plan for good. */
       if (g_hash_table_contains (e->configured, job->host))
@@ -1174,6 +1179,8 @@ on_dir_check (gpointer data)
       e->dir_known = FALSE;
       return G_SOURCE_CONTINUE;
     }
+  /* Another directory (a mount), or one seen gone since: a new inode
+   * may well carry the old number. */
   if (e->dir_known && st.st_dev == e->dir_dev && st.st_ino == e->dir_ino)
     return G_SOURCE_CONTINUE;
   g_message ("policy directory %s (re)appeared: watching it again", e->config->policy_dir);

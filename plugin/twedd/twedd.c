@@ -135,7 +135,13 @@ on_sighup (gpointer data)
   g_autoptr(GError) error = NULL;
   TwedConfig *config;
 
-  notify ("RELOADING=1");
+  {
+    /* systemd matches the reload's READY=1 by this timestamp. */
+    g_autofree char *reloading = g_strdup_printf ("RELOADING=1\nMONOTONIC_USEC=%" G_GINT64_FORMAT,
+                                                  g_get_monotonic_time ());
+
+    notify (reloading);
+  }
   g_message ("SIGHUP: reloading configuration and policies");
   if (!(config = load_config (d, &error)))
     g_warning ("configuration rejected, keeping the current one: %s", error->message);
@@ -205,7 +211,8 @@ main (int argc, char **argv)
     }
   if (!(config = load_config (&d, &error)))
     {
-      g_critical ("%s", error->message);
+      /* Not g_critical: G_DEBUG=fatal-criticals would make it an abort. */
+      g_printerr ("twedd: %s\n", error->message);
       return 2;
     }
   twed_libvirt_init (TRUE);
@@ -213,7 +220,7 @@ main (int argc, char **argv)
   d.engine = twed_engine_new (config, dry_run);
   if (!twed_engine_start (d.engine, &error))
     {
-      g_critical ("%s", error->message);
+      g_printerr ("twedd: %s\n", error->message);
       rc = 2;
       goto out;
     }

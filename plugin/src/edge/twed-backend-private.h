@@ -46,7 +46,6 @@ typedef struct {
   GMutex lock;
   GCond cond;
   gboolean done;
-  gboolean abandoned;       /* the host gave up: the thread closes what it got */
   virConnectPtr conn;
   gboolean got_readonly;    /* conn is read-only (asked for, or the fallback) */
   char *error;

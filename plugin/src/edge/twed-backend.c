@@ -520,7 +520,6 @@ open_bounded (BackendHost *h, GError **error)
     }
   else
     {
-      a->abandoned = TRUE;
       g_set_error (error, TWED_ERROR, TWED_ERROR_FAILED,
                    "cannot connect: no answer within connect_timeout %u s", timeout);
     }
@@ -865,7 +864,8 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
               /* A job ends: read again soon.  A definition that does not
                * parse stays so until the domain changes, which an event
                * reports: until then the fallback is kept, quietly. */
-              gboolean retry = !g_error_matches (local, TWED_ERROR, TWED_ERROR_INVALID);
+              gboolean retry = !g_error_matches (local, TWED_ERROR, TWED_ERROR_INVALID) &&
+                               local->domain != G_MARKUP_ERROR;
 
               copy = load_fallback (h, r, c, out->ncpus, state_is_active (state), local->message);
               twed_log_domain (g_hash_table_contains (h->unread_warned, uuid) ? G_LOG_LEVEL_DEBUG : G_LOG_LEVEL_WARNING,
