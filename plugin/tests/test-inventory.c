@@ -8,6 +8,7 @@
 #include "twed-backend.h"
 #include "twed-libvirt.h"
 #include "twed-log.h"
+#include "twed-state.h"
 
 #include <glib/gstdio.h>
 
@@ -168,6 +169,70 @@ test_hotplug_followed (void)
   g_rmdir (dir);
 }
 
+static gboolean
+saved (TwedBackend *b, const char *vm)
+{
+  g_autoptr(GPtrArray) records = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+
+  twed_backend_save_vms (b, records);
+  for (guint i = 0; i < records->len; i++)
+    if (g_str_equal (((TwedVmRecord *) g_ptr_array_index (records, i))->vm, vm))
+      return TRUE;
+  return FALSE;
+}
+
+/* What the backend knows of VMs that left the host goes once it holds
+ * nothing back: a VM gone whose failure backoff is over is forgotten,
+ * one whose backoff still runs is kept (it may come back, migrating),
+ * and a VM still there keeps its history. */
+static void
+test_vms_pruned (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("twed-inventory-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "node.xml", NULL);
+  g_autofree char *uri = g_strdup_printf ("test://%s", path);
+  g_autoptr(GPtrArray) specs = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_spec_free);
+  g_autoptr(GPtrArray) records = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  TwedBackendOptions o = { .threads = 1 };
+  g_autoptr(TwedBackend) b = NULL;
+  g_autoptr(GPtrArray) first = NULL, second = NULL;
+  gint64 now = g_get_real_time ();
+  const TwedDomain *d;
+  const char *good;
+  TwedVmRecord *r;
+
+  g_assert_true (g_file_set_contents (path, node_xml, -1, NULL));
+  g_ptr_array_add (specs, twed_host_spec_new ("hp", uri));
+  b = twed_backend_new (specs, &o);
+  first = twed_backend_inventory (b, NULL);
+  if (!(d = find_domain (g_ptr_array_index (first, 0), "good")) || !(good = d->uuid))
+    g_error ("no uuid for the domain 'good'");
+
+  r = twed_vm_record_new ("hp", good);
+  r->failures = 1;
+  r->retry_at = now - G_USEC_PER_SEC;
+  g_ptr_array_add (records, r);
+  r = twed_vm_record_new ("hp", "gone");
+  r->failures = 2;
+  r->backoff = 60;
+  r->retry_at = now - G_USEC_PER_SEC;
+  g_ptr_array_add (records, r);
+  r = twed_vm_record_new ("hp", "gone-but-held");
+  r->failures = 1;
+  r->backoff = 60;
+  r->retry_at = now + 60 * G_USEC_PER_SEC;
+  g_ptr_array_add (records, r);
+  g_assert_cmpuint (twed_backend_restore_vms (b, records), ==, 3);
+  g_assert_true (saved (b, "gone"));
+
+  second = twed_backend_inventory (b, NULL);
+  g_assert_true (saved (b, good));
+  g_assert_false (saved (b, "gone"));
+  g_assert_true (saved (b, "gone-but-held"));
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 /* When a cached definition is read again, both branches: QEMU's bulk
  * stats carry vcpu.current (a hot-plug shows as a count that differs,
  * whatever the age), the test driver's do not (the age decides). */
@@ -241,5 +306,6 @@ main (int argc, char **argv)
   g_test_add_func ("/inventory/domcaps-support", test_domcaps_support);
   g_test_add_func ("/inventory/hotplug-followed", test_hotplug_followed);
   g_test_add_func ("/inventory/definition-stale", test_definition_stale);
+  g_test_add_func ("/inventory/vms-pruned", test_vms_pruned);
   return g_test_run ();
 }
