@@ -233,6 +233,27 @@ test_vms_pruned (void)
   g_rmdir (dir);
 }
 
+/* The echo of twedd's own change: the same values soon after; the same
+ * values later are someone else's change. */
+static void
+test_own_echo (void)
+{
+  const gint64 s = G_USEC_PER_SEC, at = 1000 * s;
+  const TwedSetting fixed3 = { TWED_MODE_FIXED, 3, 3, 3 }, fixed5 = { TWED_MODE_FIXED, 5, 5, 5 };
+  static const struct { gint64 after_s; gboolean same; gboolean want; } cases[] = {
+    { 0, TRUE, TRUE },
+    { 29, TRUE, TRUE },
+    { 30, TRUE, TRUE },
+    { 31, TRUE, FALSE },
+    { 3600, TRUE, FALSE },
+    { 1, FALSE, FALSE },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    g_assert_cmpint (twed_own_echo (&fixed3, at, cases[i].same ? &fixed3 : &fixed5, at + cases[i].after_s * s),
+                     ==, cases[i].want);
+}
+
 /* When a cached definition is read again, both branches: QEMU's bulk
  * stats carry vcpu.current (a hot-plug shows as a count that differs,
  * whatever the age), the test driver's do not (the age decides). */
@@ -307,5 +328,6 @@ main (int argc, char **argv)
   g_test_add_func ("/inventory/hotplug-followed", test_hotplug_followed);
   g_test_add_func ("/inventory/definition-stale", test_definition_stale);
   g_test_add_func ("/inventory/vms-pruned", test_vms_pruned);
+  g_test_add_func ("/inventory/own-echo", test_own_echo);
   return g_test_run ();
 }

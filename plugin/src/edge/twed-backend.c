@@ -219,6 +219,12 @@ backend_expect_own_change (BackendHost *h, virDomainPtr dom, const TwedSetting *
   g_mutex_unlock (&h->dirty_lock);
 }
 
+gboolean
+twed_own_echo (const TwedSetting *set, gint64 set_at, const TwedSetting *reported, gint64 now)
+{
+  return now - set_at <= (gint64) OWN_CHANGE_TTL_S * G_USEC_PER_SEC && twed_setting_equal (set, reported);
+}
+
 void
 backend_forget_own_change (BackendHost *h, virDomainPtr dom)
 {
@@ -256,10 +262,11 @@ own_twed_event (BackendHost *h, virDomainPtr dom, virTypedParameterPtr params, i
   g_mutex_lock (&h->dirty_lock);
   if ((want = g_hash_table_lookup (h->own_changes, uuid)))
     {
-      ours = g_get_monotonic_time () - want->at <= (gint64) OWN_CHANGE_TTL_S * G_USEC_PER_SEC &&
-             twed_setting_equal (&want->setting, &got);
+      gint64 now = g_get_monotonic_time ();
+
+      ours = twed_own_echo (&want->setting, want->at, &got, now);
       /* Consumed, or expired: either way never matched again. */
-      if (ours || g_get_monotonic_time () - want->at > (gint64) OWN_CHANGE_TTL_S * G_USEC_PER_SEC)
+      if (ours || now - want->at > (gint64) OWN_CHANGE_TTL_S * G_USEC_PER_SEC)
         g_hash_table_remove (h->own_changes, uuid);
     }
   g_mutex_unlock (&h->dirty_lock);

@@ -89,6 +89,13 @@ void twed_backend_counters (TwedBackend *backend, guint64 *reads, guint64 *write
 gboolean twed_definition_stale (gboolean active, gboolean has_current, guint current, guint cached_nvcpus,
                                 gboolean cached_unread, gint64 read_at, gint64 now, guint max_age);
 
+/* Whether a tunable event reporting @reported is the echo of the live
+ * change to @set made at @set_at (monotonic usec): the same values,
+ * within 30 s.  Later, an event with the same values is someone else's
+ * change (the echo never came: the set failed after all, the event was
+ * lost).  Pure, for tests. */
+gboolean twed_own_echo (const TwedSetting *set, gint64 set_at, const TwedSetting *reported, gint64 now);
+
 /* For tests only. */
 struct _virConnect;
 struct _virConnect *twed_backend_get_connection (TwedBackend *backend, const char *host);
