@@ -93,8 +93,9 @@ base_line() {
 	pin=$(pin_line "$TWED_TRACK" "$1") ||
 		die "unknown component '$1' (known: $(components | paste -sd, | sed 's/,/, /g'))"
 	if ! track_strict "$TWED_TRACK" && [ -f "$TWED_FALLBACK_CONF" ]; then
-		# fallback.conf: the pin's sha256, then the fallback's own line.
-		fb=$(awk -v t="$TWED_TRACK" -v c="$1" -v s="$(echo "$pin" | awk '{ print $6 }')" '
+		# fallback.conf: the pin (TARBALL@SHA256), then the fallback's
+		# own line.
+		fb=$(awk -v t="$TWED_TRACK" -v c="$1" -v s="$(echo "$pin" | awk '{ print $5 "@" $6 }')" '
 			$1 == s && $2 == t && $3 == c { $1 = ""; sub(/^ /, ""); print }' "$TWED_FALLBACK_CONF")
 		[ -z "$fb" ] || pin=$fb
 	fi
