@@ -128,7 +128,7 @@ components() { awk '!/^#/ && NF { print $2 }' "$TWED_BASES_CONF" | awk '!seen[$0
 # patch_dir COMPONENT: the series of the current track.  Components with a
 # pin in more than one track keep one folder per track.
 patch_dir() {
-	if multi_track "$1" && { [ "$TWED_TRACK" != debian-13 ] || [ -f "$TWED_ROOT/$1-patches/debian-13/series" ]; }; then
+	if multi_track "$1"; then
 		echo "$TWED_ROOT/$1-patches/$TWED_TRACK"
 	else
 		echo "$TWED_ROOT/$1-patches"
