@@ -27,27 +27,113 @@ TWED_PYTHON=/usr/bin/python3
 die() { printf '%s: error: %s\n' "${0##*/}" "$*" >&2; exit 1; }
 info() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
 
-# base_field COMPONENT FIELD -> value from tools/setup/bases.conf
-#   fields: package topdir tarball sha256 commit
-base_field() {
-	local comp=$1 field=$2
-	awk -v c="$comp" -v f="$field" '
-		/^#/ || NF == 0 { next }
-		$1 == c {
-			if (f == "package") print $2
-			else if (f == "topdir") print $3
-			else if (f == "tarball") print $4
-			else if (f == "sha256") print $5
-			else if (f == "commit") print $6
-			found = 1
-		}
-		END { exit !found }' "$TWED_ROOT/tools/setup/bases.conf" ||
-		die "unknown component '$comp' (known: kernel, qemu, libvirt)"
+# The track: which bases a series is made for (tools/setup/bases.conf).
+#   debian-13  Debian 13's stack, for deployment; strict pins
+#   upstream   the newest upstream releases the archive serves, what is
+#              posted upstream; a pin that stops being served falls back
+#              to the newest served upload of the same upstream series
+# Commands take --track; the environment carries it to their helpers.
+TWED_TRACK=${TWED_TRACK:-debian-13}
+export TWED_TRACK
+TWED_TRACKS="debian-13 upstream"
+
+# set_track TRACK: select and check a track.
+set_track() {
+	case " $TWED_TRACKS " in
+	*" $1 "*) TWED_TRACK=$1 ;;
+	*) die "unknown track '$1' (known: ${TWED_TRACKS// /, })" ;;
+	esac
 }
 
-components() { awk '!/^#/ && NF { print $1 }' "$TWED_ROOT/tools/setup/bases.conf"; }
+# take_track_option "$@": set the track from a --track TRACK or
+# --track=TRACK anywhere in the arguments; the rest, in order, in ARGS.
+take_track_option() {
+	ARGS=()
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--track) [ $# -ge 2 ] || die "--track needs a value"; set_track "$2"; shift 2 ;;
+		--track=*) set_track "${1#--track=}"; shift ;;
+		*) ARGS+=("$1"); shift ;;
+		esac
+	done
+}
 
-patch_dir() { echo "$TWED_ROOT/$1-patches"; }
+# track_strict TRACK: a pin of this track never falls back.
+track_strict() { [ "$1" = debian-13 ]; }
+
+# TWED_BASES_CONF: another pin file (a test of the fallback uses a copy)
+TWED_BASES_CONF=${TWED_BASES_CONF:-$TWED_ROOT/tools/setup/bases.conf}
+export TWED_BASES_CONF
+# A fallback base fetch-bases chose because an upstream-track pin is not
+# served any more; valid only as long as the pin it stands for.
+TWED_FALLBACK_CONF=$TWED_CACHE_DIR/git/fallback.conf
+
+# pin_line TRACK COMPONENT: the component's line of bases.conf for the
+# track.  A component with no line in a track is single-track: its
+# debian-13 pin serves every track (libvirt, while no newer tarball is
+# served).
+pin_line() {
+	awk -v t="$1" -v c="$2" '
+		/^#/ || NF == 0 { next }
+		$2 == c && $1 == t { line = $0 }
+		$2 == c && $1 == "debian-13" { d13 = $0 }
+		END { if (line == "") line = d13; if (line == "") exit 1; print line }' "$TWED_BASES_CONF"
+}
+
+# multi_track COMPONENT: the component has a series per track.
+multi_track() {
+	awk -v c="$1" '!/^#/ && NF && $2 == c && $1 != "debian-13" { f = 1 } END { exit !f }' \
+		"$TWED_BASES_CONF"
+}
+
+# base_line COMPONENT: the base the current track uses: the pin, or a
+# fallback recorded for exactly this pin (upstream track only).
+base_line() {
+	local pin fb
+	pin=$(pin_line "$TWED_TRACK" "$1") ||
+		die "unknown component '$1' (known: $(components | paste -sd, | sed 's/,/, /g'))"
+	if ! track_strict "$TWED_TRACK" && [ -f "$TWED_FALLBACK_CONF" ]; then
+		# fallback.conf: the pin (TARBALL@SHA256), then the fallback's
+		# own line.
+		fb=$(awk -v t="$TWED_TRACK" -v c="$1" -v s="$(echo "$pin" | awk '{ print $5 "@" $6 }')" '
+			$1 == s && $2 == t && $3 == c { $1 = ""; sub(/^ /, ""); print }' "$TWED_FALLBACK_CONF")
+		[ -z "$fb" ] || pin=$fb
+	fi
+	echo "$pin"
+}
+
+# base_field COMPONENT FIELD -> value from tools/setup/bases.conf, for the
+# current track
+#   fields: package topdir tarball sha256 commit
+base_field() {
+	local comp=$1 field=$2 line
+	line=$(base_line "$comp") || exit 1
+	echo "$line" | awk -v f="$field" '{
+		if (f == "package") print $3
+		else if (f == "topdir") print $4
+		else if (f == "tarball") print $5
+		else if (f == "sha256") print $6
+		else if (f == "commit") print $7
+		else exit 1 }'
+}
+
+# base_fallen_back COMPONENT: the current track's base is a fallback, not
+# the pin.
+base_fallen_back() {
+	[ "$(base_line "$1")" != "$(pin_line "$TWED_TRACK" "$1")" ]
+}
+
+components() { awk '!/^#/ && NF { print $2 }' "$TWED_BASES_CONF" | awk '!seen[$0]++'; }
+
+# patch_dir COMPONENT: the series of the current track.  Components with a
+# pin in more than one track keep one folder per track.
+patch_dir() {
+	if multi_track "$1"; then
+		echo "$TWED_ROOT/$1-patches/$TWED_TRACK"
+	else
+		echo "$TWED_ROOT/$1-patches"
+	fi
+}
 
 jobs() { nproc 2>/dev/null || echo 2; }
 
