@@ -10,6 +10,8 @@
 /* Fewer WFE exits than this per second of vCPU time leave nothing for
  * a delay to save. */
 #define EXITS_FLOOR 1.0
+/* vCPU time below this fraction of the window: not judged. */
+#define IDLE_FRACTION 0.01
 /* A modular difference above this is a counter that went back (a new
  * process), not one that wrapped. */
 #define DELTA_LIMIT (G_GUINT64_CONSTANT (1) << 63)
@@ -449,7 +451,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       goto done;
     }
   now = dom->signals->at;
-  if (now - st->advanced_at > (gint64) p->stale_seconds * G_USEC_PER_SEC)
+  if (now - st->advanced_at >= (gint64) p->stale_seconds * G_USEC_PER_SEC)
     {
       verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
                g_strdup_printf ("signals stale (vCPU time unchanged for %" G_GINT64_FORMAT " s): off",
@@ -517,6 +519,17 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                                 f ? "; last " : "", f ? f : ""));
       out->exits_per_s = cur->valid ? cur->exits_per_s : NAN;
       out->prev_exits_per_s = e_prev;
+      goto done;
+    }
+
+  /* A window in which the vCPUs barely ran (paused, idle) says
+   * nothing about the delay. */
+  if (st->w_time_ns < IDLE_FRACTION * st->w_elapsed_ns)
+    {
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("vCPUs ran %.0f ms in %.0f s at %s: not judged", st->w_time_ns / 1e6,
+                                st->w_elapsed_ns / 1e9, ln));
+      window_reset (st);
       goto done;
     }
 
