@@ -54,6 +54,7 @@ typedef struct {
 } VmState;
 
 struct _TwedAuto {
+  gint refs;
   GMutex lock;              /* passes over different hosts run on workers */
   GHashTable *vms;          /* uuid -> VmState */
 };
@@ -124,15 +125,23 @@ twed_auto_new (void)
 {
   TwedAuto *ctl = g_new0 (TwedAuto, 1);
 
+  ctl->refs = 1;
   g_mutex_init (&ctl->lock);
   ctl->vms = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) vm_state_free);
   return ctl;
 }
 
-void
-twed_auto_free (TwedAuto *ctl)
+TwedAuto *
+twed_auto_ref (TwedAuto *ctl)
 {
-  if (!ctl)
+  g_atomic_int_inc (&ctl->refs);
+  return ctl;
+}
+
+void
+twed_auto_unref (TwedAuto *ctl)
+{
+  if (!ctl || !g_atomic_int_dec_and_test (&ctl->refs))
     return;
   g_hash_table_unref (ctl->vms);
   g_mutex_clear (&ctl->lock);

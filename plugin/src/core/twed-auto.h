@@ -49,8 +49,11 @@ void twed_auto_verdict_clear (TwedAutoVerdict *verdict);
 
 typedef struct _TwedAuto TwedAuto;
 
+/* Reference counted: twedd's passes run on workers that may end after
+ * the daemon's engine. */
 TwedAuto *twed_auto_new (void);
-void      twed_auto_free (TwedAuto *ctl);
+TwedAuto *twed_auto_ref (TwedAuto *ctl);
+void      twed_auto_unref (TwedAuto *ctl);
 
 /* Takes one read of @host (after twed_host_compute()): the deltas of
  * every domain since its previous read, and for each the run-queue
@@ -66,6 +69,6 @@ void twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *do
                        const TwedSetting *bounds, const TwedAutoParams *params,
                        TwedAutoVerdict *out);
 
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedAuto, twed_auto_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedAuto, twed_auto_unref)
 
 G_END_DECLS
