@@ -323,9 +323,9 @@ class SessionRunner:
                         ev = json.loads(line)
                     except ValueError:
                         continue
-                    msg = ev.get("MESSAGE") or ev.get("message") or ""
-                    if "->" in msg or "auto" in msg:
-                        out.append(msg)
+                    msg = ev.get("message") or ""
+                    if msg.startswith("TWED "):
+                        out.append(f"{ev.get('ts', '')} {ev.get('domain', '')}: {msg}")
         except OSError:
             pass
         return out

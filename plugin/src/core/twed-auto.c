@@ -476,17 +476,21 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                                 cur, bounds->min, bounds->max));
       goto done;
     }
-  if (st->pending != LEVEL_NONE && st->pending != level)
+  if (st->pending == level)
+    st->pending = LEVEL_NONE;
+  if (st->pending != LEVEL_NONE)
     {
       /* A decided step that did not happen within a dwell: refused (the
-       * host ceiling kvm-arm.twed_max), failed or held by the rate
-       * limits.  Above it stays barred for the cooldown. */
+       * host ceiling kvm-arm.twed_max), failed, or held by the rate
+       * limits.  The levels from it stay barred for two dwells: long
+       * enough not to ask again at once, short enough that a step the
+       * rate limits only delayed is taken soon after. */
       if (now - st->pending_at >= dwell)
         {
           if (st->pending > level)
             {
               st->ceiling = st->pending - 1;
-              st->ceiling_until = now + (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
+              st->ceiling_until = MAX (st->ceiling_until, now + 2 * dwell);
             }
           st->pending = LEVEL_NONE;
         }

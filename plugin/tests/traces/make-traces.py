@@ -252,7 +252,9 @@ measured on host-a says nothing about host-b.""", (2, 5), P)
 
 def ceiling():
     tr = Trace("ceiling", """A step the host refuses (above kvm-arm.twed_max = 3): the setting
-stays; after a dwell the controller stops asking and holds below.""", (2, 6), P)
+stays; after a dwell the controller stops asking and holds below for
+two dwells, then asks again (a step the rate limits only delayed goes
+through then).""", (2, 6), P)
     a = Vm("vm", "00000000-0000-0000-0000-000000000012", 2, 2, "0-1", 0.5,
            table({-1: 1000, 2: 800, 3: 500, 4: 300}, {-1: 0.1}))
     a.setting = "off"
@@ -264,6 +266,11 @@ stays; after a dwell the controller stops asking and holds below.""", (2, 6), P)
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
     tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:4", "step to 4 decided, not in force yet")
     tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "hold: at the back-off ceiling")
+    # barred for two dwells from t=80: asked again at t=120
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "hold", "fixed:3", "hold: at the back-off ceiling")
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "step-up", "fixed:4", "wfe exits/s 800 → 500 at 3, run-queue wait +0 %, step up")
     a.setting = "dynamic:3"
     tr.read("host-a", [a]); tr.expect(a, "step-down", "off", "outside the auto bounds 2..6")
     tr.write()
