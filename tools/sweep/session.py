@@ -17,10 +17,12 @@ How a session goes:
    twedd), print BEGIN i, run the workload, print END i STATUS.
 3. At WAIT i the host applies setting i live (twedtune; for auto the
    guest goes to off and twedd starts with a policy of mode auto over
-   this guest only), and checks that BEGIN i has not been printed yet
-   (else the gap was too short and the segment fails).  It samples
-   `virsh domstats --vcpu` at BEGIN and END, and for auto every second
-   from WAIT to END (delay and WFE exits over time, for the plot).
+   this guest only), takes the first `virsh domstats --vcpu` sample
+   while the guest idles in the gap, and checks that BEGIN i has not been
+   printed yet (else the gap was too short and the segment fails).  The
+   second sample is at END.  For auto the first is at BEGIN (the guest
+   idles a second after it), and domstats is sampled every second from
+   WAIT to END (delay and WFE exits over time, for the plot).
 4. Each segment is written as an ordinary result file of the matrix, so
    report.py reads sessions and single runs alike.
 
@@ -49,10 +51,13 @@ SAMPLE_SECONDS = 1.0
 
 def session_script(argv, segments, gap, auto_index, warmup_argv):
     """The guest's script: plain sh, run through eval after base64 -d."""
+    # The auto segment: the warm-up under twedd, and a second idle after
+    # BEGIN so that the host's first stats sample lands before the run.
     warm = (f"if [ $i = {auto_index} ]; then {' '.join(warmup_argv)} >/dev/null; fi; "
             if auto_index else "")
+    settle = f"if [ $i = {auto_index} ]; then sleep 1; fi; " if auto_index else ""
     return (f"for i in $(seq 1 {segments}); do echo {WAIT_MARK} $i; sleep {gap}; {warm}"
-            f"echo {runner.BEGIN_MARK} $i; {' '.join(argv)}; echo {runner.END_MARK} $i $?; done; "
+            f"echo {runner.BEGIN_MARK} $i; {settle}{' '.join(argv)}; echo {runner.END_MARK} $i $?; done; "
             "sleep 86400")
 
 
@@ -248,6 +253,9 @@ class SessionRunner:
                 started = datetime.datetime.now(datetime.timezone.utc)
                 host.virsh("twedtune", runner.GUEST_NAME, "--live", *setting.twedtune_args())
                 applied = runner.parse_twedtune(host.virsh("twedtune", runner.GUEST_NAME, "--live"))
+                want = "off" if setting.mode == "auto" else setting.mode
+                if applied.get("mode") != want or (want != "off" and applied.get("delay") != setting.delay):
+                    raise runner.RunError(f"twedtune reads back {applied}, not {setting.to_json()}")
                 series = []
                 t0 = time.monotonic()
 
@@ -258,6 +266,10 @@ class SessionRunner:
                                    "twed_delay": st["cur"].get("twed_delay")})
                 if setting.mode == "auto":
                     twedd = self._start_twedd(host, spec, setting, workdir)
+                else:
+                    # The guest idles in the gap: the run starts after BEGIN,
+                    # which must not be there yet.
+                    before = runner.parse_domstats(host.virsh("domstats", "--vcpu", runner.GUEST_NAME))
                 text = self._console(host, runner.GUEST_NAME)
                 if re.search(rf"^{re.escape(runner.BEGIN_MARK)} {i}\b", text, re.M):
                     failed += 1
@@ -266,7 +278,8 @@ class SessionRunner:
                     continue
                 text = self._wait(host, f"{runner.BEGIN_MARK} {i}", self.base.run_timeout,
                                   sample if setting.mode == "auto" else None)
-                before = runner.parse_domstats(host.virsh("domstats", "--vcpu", runner.GUEST_NAME))
+                if setting.mode == "auto":
+                    before = runner.parse_domstats(host.virsh("domstats", "--vcpu", runner.GUEST_NAME))
                 nb_begin = len(self._console(host, NEIGHBOUR_NAME).splitlines()) if m.neighbour else 0
                 text = self._wait(host, f"{runner.END_MARK} {i}", self.base.run_timeout,
                                   sample if setting.mode == "auto" else None)
@@ -274,8 +287,9 @@ class SessionRunner:
                 nb_text = self._console(host, NEIGHBOUR_NAME) if m.neighbour else ""
                 finished = datetime.datetime.now(datetime.timezone.utc)
                 lines = text.splitlines()
-                b = max(k for k, l in enumerate(lines) if l.startswith(f"{runner.BEGIN_MARK} {i}"))
-                e = max(k for k, l in enumerate(lines) if l.startswith(f"{runner.END_MARK} {i} "))
+                b = max(k for k, l in enumerate(lines) if l.strip() == f"{runner.BEGIN_MARK} {i}")
+                e = max(k for k, l in enumerate(lines)
+                        if re.fullmatch(rf"{re.escape(runner.END_MARK)} {i} \d+", l.strip()))
                 status = int(lines[e].split()[-1])
                 result = kind.parse(lines[b + 1:e])
                 if status != 0 or result is None:
