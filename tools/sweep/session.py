@@ -47,6 +47,7 @@ from . import runner, workloads
 NEIGHBOUR_NAME = "twed-sweep-nb"
 WAIT_MARK = "TWED-SWEEP: WAIT"
 SAMPLE_SECONDS = 1.0
+STALL_SECONDS = 8
 
 
 def session_script(argv, segments, gap, auto_index, warmup_argv):
@@ -257,13 +258,32 @@ class SessionRunner:
                 if applied.get("mode") != want or (want != "off" and applied.get("delay") != setting.delay):
                     raise runner.RunError(f"twedtune reads back {applied}, not {setting.to_json()}")
                 series = []
+                kicks = []
                 t0 = time.monotonic()
 
                 def sample():
                     st = runner.parse_domstats(host.virsh("domstats", "--vcpu", runner.GUEST_NAME))
                     series.append({"t": round(time.monotonic() - t0, 2),
                                    "wfe_exit_stat": st["sum"].get("wfe_exit_stat"),
+                                   "exits": st["sum"].get("exits"),
                                    "twed_delay": st["cur"].get("twed_delay")})
+                    # On the emulated cluster a guest has been seen to stop
+                    # (no exit at all for 100 s) after a live change in the
+                    # middle of its lockstress.  Setting the same values again
+                    # kicks its vCPUs (KVM_ENABLE_CAP requests every vCPU);
+                    # each kick is kept with the result.
+                    still = [p for p in series if series[-1]["t"] - p["t"] <= STALL_SECONDS]
+                    if (series[-1]["t"] >= STALL_SECONDS and len(still) < len(series) and
+                            still[0]["exits"] == series[-1]["exits"] and
+                            (not kicks or series[-1]["t"] - kicks[-1]["t"] > STALL_SECONDS)):
+                        cur = runner.parse_twedtune(host.virsh("twedtune", runner.GUEST_NAME, "--live"))
+                        args = ["--mode", cur.get("mode", "off")]
+                        if cur.get("mode") in ("fixed", "dynamic"):
+                            args += ["--delay", str(cur.get("delay", 0))]
+                        host.virsh("twedtune", runner.GUEST_NAME, "--live", *args, check=False)
+                        kicks.append({"t": series[-1]["t"], "setting": cur})
+                        runner.log(f"  {setting.label}: no exit for {STALL_SECONDS} s: "
+                                   f"kicked the vCPUs ({cur})")
                 if setting.mode == "auto":
                     twedd = self._start_twedd(host, spec, setting, workdir)
                 else:
@@ -313,7 +333,8 @@ class SessionRunner:
                 if m.neighbour:
                     record["neighbour"] = self._neighbour_results(host, nb_begin, nb_text)
                 if setting.mode == "auto":
-                    record["auto"] = {"series": series, "twedd_log": self._twedd_changes(workdir)}
+                    record["auto"] = {"series": series, "kicks": kicks,
+                                      "twedd_log": self._twedd_changes(workdir)}
                 path = self.base.raw_path(spec, oc, wl, setting, rep)
                 if setting in todo:
                     runner.write_json(path, record)
