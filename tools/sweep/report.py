@@ -225,6 +225,39 @@ def versus_off(sweep, host, ratio, wl, metric, unit):
     return "\n".join(lines) + "\n\n" + spread + "\n"
 
 
+def versus_best_fixed(sweep, host, ratio, wl):
+    """auto against the best fixed setting (by the median of the
+    workload's figure), on the workload and, if there is one, on the
+    neighbour's figure: the difference with its 95 % interval."""
+    metric, kind = sweep.primary(wl)
+    kinds = {s["label"]: s["mode"] for s in sweep.matrix["twed"]}
+    fixed = [s for s in sweep.settings if kinds.get(s) == "fixed"
+             and stats.summary(sweep.values(host, ratio, wl, s, metric))]
+    autos = [s for s in sweep.settings if kinds.get(s) == "auto"
+             and stats.summary(sweep.values(host, ratio, wl, s, metric))]
+    if not fixed or not autos:
+        return ""
+    pick = max if kind.higher_is_better else min
+    best = pick(fixed, key=lambda s: stats.summary(sweep.values(host, ratio, wl, s, metric))["median"])
+    nb = (sweep.matrix.get("neighbour") or {}).get("workload")
+    checks = [(metric, f"{wl} {kind.primary}")]
+    if nb:
+        checks.append((f"neighbour.{workloads.KNOWN[nb['name']].primary}", f"neighbour {nb['label']}"))
+    lines = []
+    for a in autos:
+        for m, title in checks:
+            base = sweep.values(host, ratio, wl, best, m)
+            ci = stats.bootstrap_median_diff(base, sweep.values(host, ratio, wl, a, m))
+            bm = stats.summary(base)
+            if ci is None or bm is None:
+                continue
+            pct = (lambda x: stats.change_percent(bm["median"] + x, bm["median"]))
+            lines.append(f"- `{a}` versus the best fixed setting `{best}`, {title}: "
+                         f"{fmt_change(pct(ci['diff']))} (95 % CI {fmt_change(pct(ci['lo']))} … "
+                         f"{fmt_change(pct(ci['hi']))}): {stats.verdict(ci)}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
 def write_versus_off(sweep):
     if not sweep.baseline:
         return ""
@@ -243,6 +276,9 @@ def write_versus_off(sweep):
                 t = versus_off(sweep, host, ratio, wl, m, unit)
                 if t:
                     parts.append(f"#### {host}, {ratio}, {title}\n\n{t}")
+            bf = versus_best_fixed(sweep, host, ratio, wl)
+            if bf:
+                parts.append(f"#### {host}, {ratio}, {wl}: auto against the best fixed setting\n\n{bf}")
     text = "\n".join(parts)
     with open(os.path.join(sweep.out, "versus-off.md"), "w", encoding="utf-8") as f:
         f.write(text + "\n")
