@@ -406,6 +406,35 @@ class Report(unittest.TestCase):
         self.assertRegex(text, r"\| fixed-10 \|.*\| (no difference shown|higher|lower) \|")
         self.assertIn("Versus off, with confidence intervals", self.report)
 
+    def test_auto_against_best_fixed(self):
+        # The fixture's fixed-10 runs relabelled as an auto setting: the
+        # best fixed setting is then fixed-10 itself, and the difference
+        # 0 with an interval around it.
+        tmp = tempfile.mkdtemp()
+        try:
+            out = os.path.join(tmp, "s")
+            shutil.copytree(FIXTURE, out)
+            with open(os.path.join(out, "matrix.json"), encoding="utf-8") as f:
+                m = json.load(f)
+            m["twed"].append({"label": "auto-6-14", "mode": "auto", "min": 6, "max": 14})
+            with open(os.path.join(out, "matrix.json"), "w", encoding="utf-8") as f:
+                json.dump(m, f)
+            src = os.path.join(out, "raw", "host-b", "2to1", "lockstress")
+            shutil.copytree(os.path.join(src, "fixed-10"), os.path.join(src, "auto-6-14"))
+            for name in os.listdir(os.path.join(src, "auto-6-14")):
+                path = os.path.join(src, "auto-6-14", name)
+                with open(path, encoding="utf-8") as f:
+                    r = json.load(f)
+                r["setting"] = {"label": "auto-6-14", "mode": "auto", "min": 6, "max": 14}
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(r, f)
+            text = report.versus_best_fixed(report.Sweep(out), "host-b", "2:1", "lockstress")
+            self.assertIn("`auto-6-14` versus the best fixed setting `fixed-10`", text)
+            self.assertIn("+0.0 %", text)
+            self.assertIn("no difference shown", text)
+        finally:
+            shutil.rmtree(tmp)
+
     def test_plots(self):
         for wl in ("lockstress", "fault-write-16M"):
             with open(os.path.join(self.out, "plots", f"{wl}.png"), "rb") as f:
