@@ -9,6 +9,7 @@
 #include "twed-libvirt.h"
 #include "twed-log.h"
 #include "twed-state.h"
+#include "twed-signals.h"
 
 #include <glib/gstdio.h>
 
@@ -317,6 +318,49 @@ test_domcaps_support (void)
     }
 }
 
+/* The auto bands' signals out of one bulk stats record: the kernel's
+ * stats as query-stats names them, libvirt's run-queue wait and time;
+ * what a vCPU lacks is marked missing, not read as 0. */
+static void
+test_signals_from_record (void)
+{
+  virConnectPtr conn = virConnectOpen ("test:///default");
+  virDomainStatsRecord rec = { 0 };
+  int maxp = 0;
+  g_autoptr(TwedDomainSignals) sig = NULL;
+  const TwedVcpuSignals *v0, *v1;
+
+  g_assert_nonnull (conn);
+  rec.dom = virDomainLookupByName (conn, "test");
+  g_assert_nonnull (rec.dom);
+  /* No VCPU group: nothing. */
+  g_assert_null (twed_signals_from_record (&rec, 1));
+  g_assert_cmpint (virTypedParamsAddUInt (&rec.params, &rec.nparams, &maxp, "vcpu.current", 2), ==, 0);
+  virTypedParamsAddULLong (&rec.params, &rec.nparams, &maxp, "vcpu.0.wfe_exit_stat.sum", 1840);
+  virTypedParamsAddULLong (&rec.params, &rec.nparams, &maxp, "vcpu.0.twed_delay.cur", 3);
+  virTypedParamsAddULLong (&rec.params, &rec.nparams, &maxp, "vcpu.0.delay", 2000000);
+  virTypedParamsAddULLong (&rec.params, &rec.nparams, &maxp, "vcpu.0.time", 9000000000ULL);
+  virTypedParamsAddULLong (&rec.params, &rec.nparams, &maxp, "vcpu.1.delay", 7);
+  virTypedParamsAddULLong (&rec.params, &rec.nparams, &maxp, "vcpu.1.time", 8);
+  sig = twed_signals_from_record (&rec, 42);
+  g_assert_nonnull (sig);
+  g_assert_cmpint (sig->at, ==, 42);
+  g_assert_cmpint (sig->id, ==, (int) virDomainGetID (rec.dom));
+  g_assert_cmpuint (sig->vcpus->len, ==, 2);
+  v0 = &g_array_index (sig->vcpus, TwedVcpuSignals, 0);
+  v1 = &g_array_index (sig->vcpus, TwedVcpuSignals, 1);
+  g_assert_cmpuint (v0->have, ==, TWED_SIGNALS_ALL);
+  g_assert_cmpuint (v0->wfe_exits, ==, 1840);
+  g_assert_cmpuint (v0->twed_delay, ==, 3);
+  g_assert_cmpuint (v0->wait_ns, ==, 2000000);
+  g_assert_cmpuint (v0->time_ns, ==, 9000000000ULL);
+  g_assert_cmpuint (v1->have, ==, TWED_SIGNAL_WAIT | TWED_SIGNAL_TIME);
+  g_assert_cmpuint (v1->wait_ns, ==, 7);
+  virTypedParamsFree (rec.params, rec.nparams);
+  virDomainFree (rec.dom);
+  virConnectClose (conn);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -329,5 +373,6 @@ main (int argc, char **argv)
   g_test_add_func ("/inventory/definition-stale", test_definition_stale);
   g_test_add_func ("/inventory/vms-pruned", test_vms_pruned);
   g_test_add_func ("/inventory/own-echo", test_own_echo);
+  g_test_add_func ("/inventory/signals-from-record", test_signals_from_record);
   return g_test_run ();
 }

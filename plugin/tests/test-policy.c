@@ -17,7 +17,7 @@ test_errors (void)
     { "[]", "t.json: $: expected an object" },
     { "{\"name\":\"p\",\"beyond\":{\"mode\":\"off\"}}", "$: missing required member 'version'" },
     { HEAD "\"beyond\":{\"mode\":\"off\"},\"x\":1}", "$.x: unknown member" },
-    { HEAD "\"beyond\":{\"mode\":\"fast\"}}", "$.beyond.mode: must be \"off\", \"fixed\" or \"dynamic\"" },
+    { HEAD "\"beyond\":{\"mode\":\"fast\"}}", "$.beyond.mode: must be \"off\", \"fixed\", \"dynamic\" or \"auto\"" },
     { HEAD "\"beyond\":{\"mode\":\"fixed\"}}", "$.beyond: mode \"fixed\" needs \"delay\"" },
     { HEAD "\"beyond\":{\"mode\":\"off\",\"delay\":1}}", "$.beyond: mode \"off\" takes no" },
     { HEAD "\"beyond\":{\"mode\":\"fixed\",\"delay\":6}}", "$.beyond.delay: 6 exceeds 5" },

@@ -22,9 +22,24 @@ policy_check (int argc, char **argv)
       if (g_file_get_contents (argv[i], &data, &len, &error) &&
           (pol = twed_policy_parse (data, len, argv[i], &error)))
         {
-          g_autofree char *line = g_strdup_printf ("%s: ok (name %s, priority %d, %u band(s), %s)\n", argv[i],
-                                                   pol->name, pol->priority, pol->bands->len,
-                                                   twed_policy_specificity (pol) ? "selective" : "matches every VM");
+          guint nauto = pol->beyond.mode == TWED_MODE_AUTO;
+          g_autofree char *autos = NULL;
+          g_autofree char *line = NULL;
+
+          for (guint b = 0; b < pol->bands->len; b++)
+            nauto += g_array_index (pol->bands, TwedBand, b).setting.mode == TWED_MODE_AUTO;
+          /* What the controller will do with the auto bands, so that a
+           * typo in its tuning shows before a fleet runs on it. */
+          if (nauto)
+            autos = g_strdup_printf ("; %u auto band(s) for twedd: dwell %u s, run-queue wait margin %.0f %%, "
+                                     "min gain %.0f %%, stale after %u s, cooldown %u s",
+                                     nauto, pol->auto_params.dwell_seconds, pol->auto_params.wait_margin * 100,
+                                     pol->auto_params.min_gain * 100, pol->auto_params.stale_seconds,
+                                     pol->auto_params.cooldown_seconds);
+          line = g_strdup_printf ("%s: ok (name %s, priority %d, %u band(s), %s%s)\n", argv[i],
+                                  pol->name, pol->priority, pol->bands->len,
+                                  twed_policy_specificity (pol) ? "selective" : "matches every VM",
+                                  autos ? autos : "");
 
           if (twed_policy_set_add (set, pol, &error))
             {

@@ -109,6 +109,7 @@ struct _TwedEngine {
   gboolean inline_stages;       /* twed_engine_run_pass_inline: no pool */
   TwedMetricsServer *metrics_server;
   GString *metrics_text;        /* kept between renders */
+  TwedAuto *controller;         /* the auto bands' state across passes */
 };
 
 typedef enum {
@@ -134,6 +135,7 @@ typedef struct {
                                  * current stage, 0 while queued or back */
   gboolean stuck_logged;        /* main context: warned once as stuck */
   gboolean hung_reported;       /* main context: reported as hung */
+  TwedAuto *controller;
   /* Results, filled in the pool. */
   GPtrArray *inventory;         /* the one TwedHost */
   TwedPlan *plan;
@@ -175,6 +177,7 @@ pass_job_free (PassJob *job)
   g_free (job->generated);
   g_clear_pointer (&job->inventory, g_ptr_array_unref);
   g_clear_pointer (&job->plan, twed_plan_free);
+  twed_auto_unref (job->controller);
   g_free (job);
 }
 
@@ -378,7 +381,7 @@ render_soon (TwedEngine *e)
 static void
 run_pass_stage (PassJob *job)
 {
-  TwedPlanOptions po = { job->generated, 0 /* the interval's budget applies */ };
+  TwedPlanOptions po = { job->generated, 0 /* the interval's budget applies */, job->controller };
 
   switch (job->stage)
     {
@@ -837,6 +840,7 @@ new_pass (TwedEngine *e, const char *host, gboolean from_event)
   job->seq = e->seq++;
   job->generated = g_date_time_format_iso8601 (now);
   job->start = g_get_monotonic_time ();
+  job->controller = twed_auto_ref (e->controller);
   g_hash_table_insert (e->busy, g_strdup (host), job);
   g_hash_table_add (e->running, job);
   e->reading++;
@@ -1320,6 +1324,7 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->metrics_text = g_string_new (NULL);
   e->started = g_get_monotonic_time ();
   e->budget = twed_budget_new (config->max_changes);
+  e->controller = twed_auto_new ();
   e->pool = g_thread_pool_new_full (pass_thread, NULL, (GDestroyNotify) pass_job_free,
                                     (int) MAX (config->threads, 1u), FALSE, NULL);
   g_thread_pool_set_sort_function (e->pool, pass_order, NULL);
@@ -1369,6 +1374,7 @@ twed_engine_free (TwedEngine *e)
   twed_plan_store_free (e->plans);
   g_string_free (e->metrics_text, TRUE);
   twed_budget_free (e->budget);
+  twed_auto_unref (e->controller);
   twed_metrics_server_free (e->metrics_server);
   twed_config_free (e->config);
   link_unref (e->link);

@@ -64,6 +64,31 @@ class Stats(unittest.TestCase):
         self.assertEqual(stats.ratio(10, 5), 2)
 
 
+class Bootstrap(unittest.TestCase):
+    def test_overlapping_samples_show_no_difference(self):
+        off = [26.6, 12.2, 38.5, 20.1, 30.0]
+        other = [17.8, 35.0, 14.0, 29.0, 24.0]
+        ci = stats.bootstrap_median_diff(off, other)
+        self.assertLessEqual(ci["lo"], 0)
+        self.assertGreaterEqual(ci["hi"], 0)
+        self.assertEqual(stats.verdict(ci), "no difference shown")
+
+    def test_separated_samples_show_the_direction(self):
+        off = [575, 560, 590, 580, 570]
+        fixed = [99, 101, 97, 110, 95]
+        ci = stats.bootstrap_median_diff(off, fixed)
+        self.assertLess(ci["hi"], 0)
+        self.assertEqual(stats.verdict(ci), "lower")
+        self.assertEqual(stats.verdict(stats.bootstrap_median_diff(fixed, off)), "higher")
+        self.assertAlmostEqual(ci["diff"], 99 - 575)
+
+    def test_reproducible_and_needs_two_runs(self):
+        a, b = [1, 2, 3, 4, 5], [2, 3, 4, 5, 9]
+        self.assertEqual(stats.bootstrap_median_diff(a, b), stats.bootstrap_median_diff(a, b))
+        self.assertIsNone(stats.bootstrap_median_diff([1], b))
+        self.assertEqual(stats.verdict(None), "too few runs")
+
+
 class Workloads(unittest.TestCase):
     def test_lockstress_line(self):
         r = workloads.KNOWN["lockstress"].parse([
@@ -160,6 +185,23 @@ class Runner(unittest.TestCase):
                                               "dt_compatible": "linux,dummy-virt"})["cpu_kind"], "virtual")
         self.assertEqual(runner.classify_cpu({"cpu_implementer": "0x41"})["cpu_kind"], "real")
 
+    def test_session_script_survives_the_command_line(self):
+        import base64
+        from sweep import session
+        script = session.session_script(["/bin/lockstress", "--seconds", "2"], 11, 2, 11,
+                                        ["/bin/lockstress", "--seconds", "15"])
+        cmd = session.session_cmdline(script)
+        # guest-boot splits at commas: /bin/sh, -c and one word; nothing
+        # the kernel command line or sed's [^ ]* would cut.
+        words = cmd.split(",")
+        self.assertEqual(words[:2], ["/bin/sh", "-c"])
+        self.assertEqual(len(words), 3)
+        self.assertNotRegex(words[2], r"[ \"']")
+        b64 = words[2].split("echo${IFS}")[1].split("|")[0]
+        self.assertEqual(base64.b64decode(b64).decode(), script)
+        self.assertIn("if [ $i = 11 ]; then /bin/lockstress --seconds 15 >/dev/null; fi;", script)
+        self.assertEqual(session.with_seconds(["--threads", "1"], 3), ["--threads", "1", "--seconds", "3"])
+
     def test_plan_interleaves_settings(self):
         m = matrix.parse(json.dumps(GOOD), "good.json")
         plan = runner.Runner(m, "/nonexistent", ROOT, "/nonexistent").plan()
@@ -187,6 +229,31 @@ class Matrix(unittest.TestCase):
         self.assertEqual(m.baseline().label, "off")
         self.assertEqual(m.hosts[0].name, "host-b")
         self.assertTrue(m.hosts[0].is_cluster)
+
+    def test_closed_loop_preset(self):
+        parts = matrix.load_parts(cli.resolve("closed-loop"))
+        self.assertEqual([m.name for m in parts], ["lock-2v-1p", "lock-4v-2p", "mixed"])
+        for m in parts:
+            self.assertTrue(m.session.enabled)
+            self.assertGreaterEqual(m.repetitions, matrix.MIN_REPETITIONS)
+            labels = [s.label for s in m.settings]
+            self.assertEqual(labels[0], "off")
+            self.assertIn("auto-6-14", labels)
+            self.assertIn("dynamic-4-0-15", labels)
+            self.assertEqual(m.settings[-1].twedtune_args(), ["--mode", "off"])
+        self.assertEqual((parts[1].vcpus, parts[1].overcommit[0].pinning(4)), (4, [0, 0, 1, 1]))
+        self.assertIsNone(parts[0].neighbour)
+        self.assertEqual(parts[2].neighbour.workload.name, "lockstress")
+
+    def test_auto_needs_a_session(self):
+        doc = dict(GOOD, twed=["off", "auto:6,14"])
+        with self.assertRaisesRegex(matrix.MatrixError, "session"):
+            matrix.parse(json.dumps(doc), "t.json")
+        doc["session"] = {"enabled": True}
+        m = matrix.parse(json.dumps(doc), "t.json")
+        self.assertEqual(m.settings[1].to_json(), {"label": "auto-6-14", "mode": "auto", "min": 6, "max": 14})
+        with self.assertRaisesRegex(matrix.MatrixError, "min <= max"):
+            matrix.parse(json.dumps(dict(doc, twed=["auto:9,3"])), "t.json")
 
     def test_presets_are_valid(self):
         for name in ("rfc-2020", "icache-2017", "oversubscribed"):
@@ -331,6 +398,43 @@ class Report(unittest.TestCase):
             self.assertIn(words, self.report)
 
     @unittest.skipUnless(shutil.which("gnuplot"), "gnuplot is not installed")
+    def test_versus_off_has_intervals_and_verdicts(self):
+        with open(os.path.join(self.out, "versus-off.md"), encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn("95 % CI of the change", text)
+        self.assertIn("Spread of `off`", text)
+        self.assertRegex(text, r"\| fixed-10 \|.*\| (no difference shown|higher|lower) \|")
+        self.assertIn("Versus off, with confidence intervals", self.report)
+
+    def test_auto_against_best_fixed(self):
+        # The fixture's fixed-10 runs relabelled as an auto setting: the
+        # best fixed setting is then fixed-10 itself, and the difference
+        # 0 with an interval around it.
+        tmp = tempfile.mkdtemp()
+        try:
+            out = os.path.join(tmp, "s")
+            shutil.copytree(FIXTURE, out)
+            with open(os.path.join(out, "matrix.json"), encoding="utf-8") as f:
+                m = json.load(f)
+            m["twed"].append({"label": "auto-6-14", "mode": "auto", "min": 6, "max": 14})
+            with open(os.path.join(out, "matrix.json"), "w", encoding="utf-8") as f:
+                json.dump(m, f)
+            src = os.path.join(out, "raw", "host-b", "2to1", "lockstress")
+            shutil.copytree(os.path.join(src, "fixed-10"), os.path.join(src, "auto-6-14"))
+            for name in os.listdir(os.path.join(src, "auto-6-14")):
+                path = os.path.join(src, "auto-6-14", name)
+                with open(path, encoding="utf-8") as f:
+                    r = json.load(f)
+                r["setting"] = {"label": "auto-6-14", "mode": "auto", "min": 6, "max": 14}
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(r, f)
+            text = report.versus_best_fixed(report.Sweep(out), "host-b", "2:1", "lockstress")
+            self.assertIn("`auto-6-14` versus the best fixed setting `fixed-10`", text)
+            self.assertIn("+0.0 %", text)
+            self.assertIn("no difference shown", text)
+        finally:
+            shutil.rmtree(tmp)
+
     def test_plots(self):
         for wl in ("lockstress", "fault-write-16M"):
             with open(os.path.join(self.out, "plots", f"{wl}.png"), "rb") as f:

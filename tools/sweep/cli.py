@@ -32,22 +32,42 @@ def resolve(name):
 
 
 def load_matrix(args):
-    return matrix_mod.load(resolve(args.matrix), repetitions=args.repetitions,
-                           hosts=args.host or None)
+    return matrix_mod.load_parts(resolve(args.matrix), repetitions=args.repetitions,
+                                 hosts=args.host or None)
+
+
+def preset_name(args, parts):
+    if len(parts) == 1:
+        return parts[0].name
+    base = os.path.basename(resolve(args.matrix))
+    return base[:-len(".json")] if base.endswith(".json") else base
 
 
 def cmd_check(args):
-    m = load_matrix(args)
-    plan = runner.Runner(m, args.out or ".", ROOT, args.stack).plan()
-    print(f"{m.source}: valid; {len(plan)} runs "
-          f"({len(m.hosts)} hosts x {len(m.overcommit)} ratios x {len(m.workloads)} workloads "
-          f"x {len(m.settings)} settings x {m.repetitions} repetitions)")
+    for m in load_matrix(args):
+        plan = runner.Runner(m, args.out or ".", ROOT, args.stack).plan()
+        how = (f"sessions of {len(m.settings)} settings, one boot each"
+               if m.session.enabled else "a fresh guest each")
+        print(f"{m.source}: {m.name}: valid; {len(plan)} runs "
+              f"({len(m.hosts)} hosts x {len(m.overcommit)} ratios x {len(m.workloads)} workloads "
+              f"x {len(m.settings)} settings x {m.repetitions} repetitions; {how})")
     return 0
 
 
 def cmd_run(args):
-    m = load_matrix(args)
-    out = args.out or os.path.join(os.getcwd(), f"twed-sweep-{m.name}")
+    parts = load_matrix(args)
+    out = args.out or os.path.join(os.getcwd(), f"twed-sweep-{preset_name(args, parts)}")
+    if len(parts) == 1:
+        return run_part(args, parts[0], out)
+    rc = 0
+    for m in parts:
+        rc = max(rc, run_part(args, m, os.path.join(out, m.name)))
+    report.write_combined(out, [m.name for m in parts])
+    runner.log(f"report: {os.path.join(out, 'report.md')}")
+    return rc
+
+
+def run_part(args, m, out):
     os.makedirs(out, exist_ok=True)
     saved = os.path.join(out, "matrix.json")
     if os.path.exists(saved):
@@ -79,7 +99,14 @@ def cmd_run(args):
 
 
 def cmd_report(args):
-    report.write_report(args.out_dir)
+    parts = sorted(d for d in os.listdir(args.out_dir)
+                   if os.path.exists(os.path.join(args.out_dir, d, "matrix.json")))
+    if not os.path.exists(os.path.join(args.out_dir, "matrix.json")) and parts:
+        for d in parts:
+            report.write_report(os.path.join(args.out_dir, d))
+        report.write_combined(args.out_dir, parts)
+    else:
+        report.write_report(args.out_dir)
     print(os.path.join(args.out_dir, "report.md"))
     return 0
 

@@ -51,9 +51,14 @@ class Setting:
             return "off"
         if self.mode == "fixed":
             return f"fixed-{self.delay}"
+        if self.mode == "auto":
+            return f"auto-{self.min}-{self.max}"
         return f"dynamic-{self.delay}-{self.min}-{self.max}"
 
     def twedtune_args(self):
+        # auto: the VM starts at off and twedd's controller moves it.
+        if self.mode == "auto":
+            return ["--mode", "off"]
         args = ["--mode", self.mode]
         if self.mode in ("fixed", "dynamic"):
             args += ["--delay", str(self.delay)]
@@ -63,9 +68,9 @@ class Setting:
 
     def to_json(self):
         d = {"label": self.label, "mode": self.mode}
-        if self.mode != "off":
+        if self.mode in ("fixed", "dynamic"):
             d["delay"] = self.delay
-        if self.mode == "dynamic":
+        if self.mode in ("dynamic", "auto"):
             d["min"], d["max"] = self.min, self.max
         return d
 
@@ -138,9 +143,43 @@ class HostLatency:
                 "priority": self.priority}
 
 
+class Session:
+    """Keep one guest booted through every setting of a repetition: the
+    settings are applied live between workload runs, so a repetition
+    of the whole ladder costs one boot, and the settings of one
+    repetition see the same guest and host state."""
+
+    def __init__(self, enabled=False, gap_seconds=2, auto_warmup_seconds=20,
+                 auto_dwell_seconds=2, auto_interval_seconds=1):
+        self.enabled = enabled
+        self.gap_seconds = gap_seconds
+        self.auto_warmup_seconds = auto_warmup_seconds
+        self.auto_dwell_seconds = auto_dwell_seconds
+        self.auto_interval_seconds = auto_interval_seconds
+
+    def to_json(self):
+        return {"enabled": self.enabled, "gap_seconds": self.gap_seconds,
+                "auto_warmup_seconds": self.auto_warmup_seconds,
+                "auto_dwell_seconds": self.auto_dwell_seconds,
+                "auto_interval_seconds": self.auto_interval_seconds}
+
+
+class Neighbour:
+    """A second guest on the same pCPUs, running a workload in a loop
+    whose throughput is measured over each run of the first."""
+
+    def __init__(self, vcpus, workload):
+        self.vcpus = vcpus
+        self.workload = workload
+
+    def to_json(self):
+        return {"vcpus": self.vcpus, "workload": self.workload.to_json()}
+
+
 class Matrix:
     def __init__(self, source, name, description, hosts, vcpus, memory_mib,
-                 settings, overcommit, workloads_, repetitions, host_latency):
+                 settings, overcommit, workloads_, repetitions, host_latency,
+                 session=None, neighbour=None):
         self.source = source
         self.name = name
         self.description = description
@@ -152,6 +191,8 @@ class Matrix:
         self.workloads = workloads_
         self.repetitions = repetitions
         self.host_latency = host_latency
+        self.session = session or Session()
+        self.neighbour = neighbour
 
     def baseline(self):
         """The setting changes are reported against: the first `off`."""
@@ -171,6 +212,8 @@ class Matrix:
             "workloads": [w.to_json() for w in self.workloads],
             "repetitions": self.repetitions,
             "host_latency": self.host_latency.to_json(),
+            "session": self.session.to_json(),
+            "neighbour": self.neighbour.to_json() if self.neighbour else None,
         }
 
 
@@ -232,13 +275,15 @@ def _parse_setting(c, value, path):
     form of the kernel's kvm-arm.twed= parameter: off, fixed:D,
     dynamic:D,MIN,MAX."""
     if isinstance(value, str):
-        m = re.fullmatch(r"off|fixed:(\d+)|dynamic:(\d+),(\d+),(\d+)", value)
+        m = re.fullmatch(r"off|fixed:(\d+)|dynamic:(\d+),(\d+),(\d+)|auto:(\d+),(\d+)", value)
         if not m:
-            c.fail(path, f"'{value}' is not off, fixed:D or dynamic:D,MIN,MAX")
+            c.fail(path, f"'{value}' is not off, fixed:D, dynamic:D,MIN,MAX or auto:MIN,MAX")
         if value == "off":
             value = {"mode": "off"}
         elif m.group(1) is not None:
             value = {"mode": "fixed", "delay": int(m.group(1))}
+        elif m.group(5) is not None:
+            value = {"mode": "auto", "min": int(m.group(5)), "max": int(m.group(6))}
         else:
             value = {"mode": "dynamic", "delay": int(m.group(2)),
                      "min": int(m.group(3)), "max": int(m.group(4))}
@@ -261,10 +306,18 @@ def _parse_setting(c, value, path):
         if not lo <= d <= hi:
             c.fail(path, f"needs min <= delay <= max, got min {lo}, delay {d}, max {hi}")
         s = Setting("dynamic", d, lo, hi)
+    elif mode == "auto":
+        # twedd's closed loop (policy mode auto) within [min, max].
+        c.keys(value, path, ["mode", "min", "max"], ["label"])
+        lo = c.int_range(value["min"], f"{path}.min", 0, TWEDEL_MAX)
+        hi = c.int_range(value["max"], f"{path}.max", 0, TWEDEL_MAX)
+        if lo > hi:
+            c.fail(path, f"needs min <= max, got min {lo}, max {hi}")
+        s = Setting("auto", lo, lo, hi)
     elif mode is None:
         c.fail(path, "missing member 'mode'")
     else:
-        c.fail(f"{path}.mode", f"'{mode}' is not off, fixed or dynamic")
+        c.fail(f"{path}.mode", f"'{mode}' is not off, fixed, dynamic or auto")
     if "label" in value:
         s.label = c.label(value["label"], f"{path}.label")
     return s
@@ -345,7 +398,8 @@ def parse(text, source="<matrix>", repetitions=None, hosts=None):
         raise MatrixError(source, f"line {e.lineno} column {e.colno}", f"not JSON: {e.msg}")
     c.type_(doc, (dict,), "$", "an object")
     c.keys(doc, "$", ["twed", "overcommit", "workloads"],
-           ["name", "description", "hosts", "guest", "repetitions", "host_latency"])
+           ["name", "description", "hosts", "guest", "repetitions", "host_latency",
+            "session", "neighbour"])
 
     name = c.label(doc.get("name", "sweep"), "$.name")
     description = doc.get("description", "")
@@ -402,14 +456,73 @@ def parse(text, source="<matrix>", repetitions=None, hosts=None):
         c.int_range(hl.get("interval_us", 1000), "$.host_latency.interval_us", 50, 1000000),
         c.int_range(hl.get("priority", 80), "$.host_latency.priority", 1, 99))
 
+    sess = doc.get("session", {})
+    c.type_(sess, (dict,), "$.session", "an object")
+    c.keys(sess, "$.session", [], ["enabled", "gap_seconds", "auto_warmup_seconds",
+                                    "auto_dwell_seconds", "auto_interval_seconds"])
+    session = Session(
+        c.type_(sess.get("enabled", False), (bool,), "$.session.enabled", "a boolean"),
+        c.int_range(sess.get("gap_seconds", 2), "$.session.gap_seconds", 1, 60),
+        c.int_range(sess.get("auto_warmup_seconds", 20), "$.session.auto_warmup_seconds", 0, 3600),
+        c.int_range(sess.get("auto_dwell_seconds", 2), "$.session.auto_dwell_seconds", 1, 3600),
+        c.int_range(sess.get("auto_interval_seconds", 1), "$.session.auto_interval_seconds", 1, 3600))
+    if any(s.mode == "auto" for s in settings) and not session.enabled:
+        c.fail("$.twed", "auto settings need \"session\": {\"enabled\": true} (twedd runs beside the guest)")
+
+    neighbour = None
+    if doc.get("neighbour") is not None:
+        nb = c.type_(doc["neighbour"], (dict,), "$.neighbour", "an object")
+        c.keys(nb, "$.neighbour", ["workload"], ["vcpus"])
+        nw = _parse_workload(c, nb["workload"], "$.neighbour.workload")
+        neighbour = Neighbour(c.int_range(nb.get("vcpus", 1), "$.neighbour.vcpus", 1, 64), nw)
+        if not session.enabled:
+            c.fail("$.neighbour", "a neighbour needs \"session\": {\"enabled\": true}")
+
     return Matrix(source, name, description, host_specs, vcpus, memory, settings,
-                  overcommit, wls, reps, host_latency)
+                  overcommit, wls, reps, host_latency, session, neighbour)
+
+
+def parse_parts(text, source="<matrix>", repetitions=None, hosts=None):
+    """A matrix file, or a preset of several (\"parts\": each a matrix
+    whose members default to the preset's own): a list of Matrix, each
+    reported in OUT/NAME/."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return [parse(text, source, repetitions, hosts)]
+    if not isinstance(doc, dict) or "parts" not in doc:
+        return [parse(text, source, repetitions, hosts)]
+    c = _Checker(source)
+    parts = c.type_(doc["parts"], (list,), "$.parts", "an array")
+    if not parts:
+        c.fail("$.parts", "needs at least one part")
+    base = {k: v for k, v in doc.items() if k not in ("parts", "name", "description")}
+    out = []
+    for i, part in enumerate(parts):
+        c.type_(part, (dict,), f"$.parts[{i}]", "an object")
+        if "name" not in part:
+            c.fail(f"$.parts[{i}]", "missing member 'name'")
+        merged = dict(base)
+        merged.update(part)
+        try:
+            out.append(parse(json.dumps(merged), f"{source} part {i}", repetitions, hosts))
+        except MatrixError as e:
+            raise MatrixError(source, f"$.parts[{i}] {e.path}", e.message)
+    c.unique([m.name for m in out], "$.parts", "part")
+    return out
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise MatrixError(path, "$", f"cannot read: {e.strerror}")
 
 
 def load(path, repetitions=None, hosts=None):
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise MatrixError(path, "$", f"cannot read: {e.strerror}")
-    return parse(text, path, repetitions, hosts)
+    return parse(_read(path), path, repetitions, hosts)
+
+
+def load_parts(path, repetitions=None, hosts=None):
+    return parse_parts(_read(path), path, repetitions, hosts)

@@ -53,6 +53,9 @@ def run_metrics(run):
     hl = run.get("host_latency") or {}
     for k, v in (hl.get("metrics") or {}).items():
         out[f"host_latency.{k}"] = v
+    nb = run.get("neighbour") or {}
+    for k, v in (nb.get("metrics") or {}).items():
+        out[f"neighbour.{k}"] = v
     return out
 
 
@@ -192,6 +195,154 @@ def write_table(sweep):
     return text
 
 
+def versus_off(sweep, host, ratio, wl, metric, unit):
+    """Markdown: each setting against off, with the bootstrap 95 %
+    confidence interval of the difference of the medians."""
+    base = sweep.values(host, ratio, wl, sweep.baseline, metric)
+    bs = stats.summary(base)
+    if bs is None:
+        return None
+    lines = ["| setting | median | change | 95 % CI of the change | verdict |",
+             "|---|---|---|---|---|"]
+    for s in sweep.settings:
+        vals = sweep.values(host, ratio, wl, s, metric)
+        summ = stats.summary(vals)
+        if summ is None:
+            continue
+        if s == sweep.baseline:
+            lines.append(f"| {s} | {fmt(summ['median'])} {unit} | (reference) | – | – |")
+            continue
+        ci = stats.bootstrap_median_diff(base, vals)
+        pct = (lambda x: stats.change_percent(bs["median"] + x, bs["median"]))
+        ci_text = "–" if ci is None else f"{fmt_change(pct(ci['lo']))} … {fmt_change(pct(ci['hi']))}"
+        lines.append(f"| {s} | {fmt(summ['median'])} {unit} | "
+                     f"{fmt_change(stats.change_percent(summ['median'], bs['median']))} | "
+                     f"{ci_text} | {stats.verdict(ci)} |")
+    rel = stats.change_percent(bs["median"] + bs["iqr"], bs["median"])
+    spread = (f"Spread of `{sweep.baseline}` over {bs['n']} runs: IQR {fmt(bs['iqr'])} "
+              f"({'–' if rel is None else f'{rel:.1f} %'} of its median), "
+              f"range {fmt(bs['min'])}–{fmt(bs['max'])}.")
+    return "\n".join(lines) + "\n\n" + spread + "\n"
+
+
+def versus_best_fixed(sweep, host, ratio, wl):
+    """auto against the best fixed setting (by the median of the
+    workload's figure), on the workload and, if there is one, on the
+    neighbour's figure: the difference with its 95 % interval."""
+    metric, kind = sweep.primary(wl)
+    kinds = {s["label"]: s["mode"] for s in sweep.matrix["twed"]}
+    fixed = [s for s in sweep.settings if kinds.get(s) == "fixed"
+             and stats.summary(sweep.values(host, ratio, wl, s, metric))]
+    autos = [s for s in sweep.settings if kinds.get(s) == "auto"
+             and stats.summary(sweep.values(host, ratio, wl, s, metric))]
+    if not fixed or not autos:
+        return ""
+    pick = max if kind.higher_is_better else min
+    best = pick(fixed, key=lambda s: stats.summary(sweep.values(host, ratio, wl, s, metric))["median"])
+    nb = (sweep.matrix.get("neighbour") or {}).get("workload")
+    checks = [(metric, f"{wl} {kind.primary}")]
+    if nb:
+        checks.append((f"neighbour.{workloads.KNOWN[nb['name']].primary}", f"neighbour {nb['label']}"))
+    lines = []
+    for a in autos:
+        for m, title in checks:
+            base = sweep.values(host, ratio, wl, best, m)
+            ci = stats.bootstrap_median_diff(base, sweep.values(host, ratio, wl, a, m))
+            bm = stats.summary(base)
+            if ci is None or bm is None:
+                continue
+            pct = (lambda x: stats.change_percent(bm["median"] + x, bm["median"]))
+            lines.append(f"- `{a}` versus the best fixed setting `{best}`, {title}: "
+                         f"{fmt_change(pct(ci['diff']))} (95 % CI {fmt_change(pct(ci['lo']))} … "
+                         f"{fmt_change(pct(ci['hi']))}): {stats.verdict(ci)}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def write_versus_off(sweep):
+    if not sweep.baseline:
+        return ""
+    parts = []
+    for host, ratio in sweep.blocks():
+        for wl in sweep.workloads:
+            metric, kind = sweep.primary(wl)
+            metrics = [(metric, kind.unit, f"{wl}: {kind.primary}")]
+            nb = (sweep.matrix.get("neighbour") or {}).get("workload")
+            if nb:
+                nk = workloads.KNOWN[nb["name"]]
+                metrics.append((f"neighbour.{nk.primary}", nk.unit,
+                                f"neighbour ({nb['label']}): {nk.primary}"))
+            metrics.append(("vcpu.wfe_exit_stat", "exits", f"{wl}: WFE trap exits (all vCPUs)"))
+            for m, unit, title in metrics:
+                t = versus_off(sweep, host, ratio, wl, m, unit)
+                if t:
+                    parts.append(f"#### {host}, {ratio}, {title}\n\n{t}")
+            bf = versus_best_fixed(sweep, host, ratio, wl)
+            if bf:
+                parts.append(f"#### {host}, {ratio}, {wl}: auto against the best fixed setting\n\n{bf}")
+    text = "\n".join(parts)
+    with open(os.path.join(sweep.out, "versus-off.md"), "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    return text
+
+
+def write_auto_plots(sweep):
+    """Delay and WFE exits over time for the auto runs: one PNG per host,
+    ratio and workload, one line per repetition."""
+    plot_dir = os.path.join(sweep.out, "plots")
+    os.makedirs(plot_dir, exist_ok=True)
+    gnuplot = shutil.which("gnuplot")
+    made = []
+    for (host, ratio, wl, setting), runs in sorted(sweep.points.items()):
+        runs = [r for r in runs if r.get("auto") and r["auto"].get("series")]
+        if not runs:
+            continue
+        base = f"auto-{host}-{ratio.replace(':', 'to')}-{wl}"
+        dat = os.path.join(plot_dir, base + ".dat")
+        with open(dat, "w", encoding="utf-8") as f:
+            for r in sorted(runs, key=lambda r: r["repetition"]):
+                f.write(f"# repetition {r['repetition']}: t_s max_twed_delay wfe_exits_per_s\n")
+                prev = None
+                for pt in r["auto"]["series"]:
+                    d = pt.get("twed_delay") or []
+                    # The highest over vCPUs: a vCPU that has its pCPU to
+                    # itself at the sample reads 0 (WFE not trapped).
+                    delay = max(d) if d else float("nan")
+                    rate = "NaN"
+                    if prev and pt.get("wfe_exit_stat") is not None and prev.get("wfe_exit_stat") is not None \
+                            and pt["t"] > prev["t"]:
+                        rate = repr((pt["wfe_exit_stat"] - prev["wfe_exit_stat"]) / (pt["t"] - prev["t"]))
+                    f.write(f"{pt['t']} {delay} {rate}\n")
+                    prev = pt
+                f.write("\n\n")
+        n = len(runs)
+        plots = ", ".join(
+            [f"'{base}.dat' index {i} using 1:2 with steps lw 2 title 'delay, rep {i + 1}'" for i in range(n)] +
+            [f"'{base}.dat' index {i} using 1:3 axes x1y2 with linespoints dt 2 pt 7 ps 0.4 title 'exits/s, rep {i + 1}'"
+             for i in range(n)])
+        with open(os.path.join(plot_dir, base + ".gp"), "w", encoding="utf-8") as f:
+            f.write(f"""set terminal pngcairo size 1000,560 noenhanced
+set output '{base}.png'
+set title '{setting} on {host} {ratio}, {wl}: TWEDEL (highest over vCPUs) and WFE trap exits per second'
+set xlabel 'seconds since the setting was applied (warm-up, then the measured run)'
+set ylabel 'twed_delay (TWEDEL)'
+set y2label 'WFE trap exits/s'
+set ytics nomirror
+set y2tics
+set yrange [-0.5:15.5]
+set grid
+set key outside right top
+set datafile missing 'NaN'
+plot {plots}
+""")
+        if gnuplot:
+            p = subprocess.run([gnuplot, base + ".gp"], cwd=plot_dir, capture_output=True, text=True)
+            if p.returncode == 0:
+                made.append(os.path.join("plots", base + ".png"))
+            else:
+                print(f"twed-sweep: gnuplot failed for {base}: {p.stderr.strip()}")
+    return made
+
+
 def write_plots(sweep):
     """One PNG per workload: the median of its figure per setting, with
     the interquartile range as error bars, one line per host and ratio."""
@@ -282,6 +433,25 @@ def machine_section(sweep):
     return "\n".join(lines)
 
 
+def session_text(m):
+    sess = m.get("session") or {}
+    if not sess.get("enabled"):
+        return ""
+    text = (f"- Sessions: one guest per repetition runs every setting in turn (order rotated by "
+            f"repetition); each setting is applied live (`virsh twedtune --live`) in a "
+            f"{sess['gap_seconds']} s pause before its run. `auto` runs twedd beside the guest "
+            f"(policy mode auto, interval {sess['auto_interval_seconds']} s, dwell "
+            f"{sess['auto_dwell_seconds']} s) from off, through a {sess['auto_warmup_seconds']} s "
+            "unmeasured warm-up of the same workload, then the measured run; `virsh domstats` "
+            "is sampled every second for the plot of delay and WFE exits.\n")
+    nb = m.get("neighbour")
+    if nb:
+        text += (f"- Neighbour: a second guest of {nb['vcpus']} vCPU(s) on the same pCPUs runs "
+                 f"`{nb['workload']['name']} {' '.join(nb['workload']['args'])}` in a loop; its "
+                 "figure per run is the median of its results completed during the run.\n")
+    return text
+
+
 def method_section(sweep):
     m = sweep.matrix
     hl = m.get("host_latency", {})
@@ -296,7 +466,7 @@ def method_section(sweep):
   guest started paused, read back, then the guest is resumed.
 - Workloads, run inside the guest:
 {wl_lines}
-- Each run is a fresh guest. Its init prints a BEGIN marker, idles, runs the
+{session_text(m)}- Each run is a fresh guest (unless sessions, above). Its init prints a BEGIN marker, idles, runs the
   workload, prints END and idles; the host samples `virsh domstats --vcpu` at
   BEGIN and END, and the kernel's stats (`wfe_exit_stat`, `twed_grow`,
   `twed_shrink`: deltas summed over vCPUs; `twed_delay`: mean over vCPUs at
@@ -317,7 +487,9 @@ def write_report(out_dir):
     sweep = Sweep(out_dir)
     write_csvs(sweep)
     table = write_table(sweep)
+    vs_off = write_versus_off(sweep)
     plots, have_gnuplot = write_plots(sweep)
+    plots += write_auto_plots(sweep)
     failed = glob.glob(os.path.join(out_dir, "failed", "**", "*.json"), recursive=True)
     m = sweep.matrix
     expected = (len(m["hosts"]) * len(m["overcommit"]) * len(m["workloads"])
@@ -333,7 +505,14 @@ def write_report(out_dir):
               "Cells: median (IQR; min–max; n) and the change of the median versus "
               f"`{sweep.baseline}`.\n" if sweep.baseline else
               "Cells: median (IQR; min–max; n); the matrix has no `off` setting to compare with.\n",
-              table, "## Plots\n"]
+              table,
+              "## Versus off, with confidence intervals\n",
+              "Each setting against `off`: the difference of the medians with a 95 % "
+              "percentile-bootstrap confidence interval (4000 resamples of each side), as a "
+              "change of off's median. Where the interval includes 0 the verdict is "
+              "\"no difference shown\": the runs cannot tell the setting from off.\n",
+              vs_off or "No `off` runs to compare with.\n",
+              "## Plots\n"]
     if plots:
         parts += [f"![{os.path.basename(p)}]({p})\n" for p in plots]
     else:
@@ -341,3 +520,32 @@ def write_report(out_dir):
     with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(parts))
     return sweep
+
+
+def write_combined(out_dir, names):
+    """A preset of several parts: one report over them, each part's
+    versus-off tables and its plots."""
+    parts = [f"# twed sweep `{os.path.basename(os.path.normpath(out_dir))}`\n",
+             "Parts: " + ", ".join(f"[`{n}`]({n}/report.md)" for n in names) + ".\n"]
+    for n in names:
+        d = os.path.join(out_dir, n)
+        try:
+            with open(os.path.join(d, "versus-off.md"), encoding="utf-8") as f:
+                vs = f.read()
+        except FileNotFoundError:
+            vs = "No results.\n"
+        m = load_json(os.path.join(d, "matrix.json"), {})
+        parts += [f"## {n}\n", (m.get("description") or "") + "\n", vs]
+        pngs = sorted(glob.glob(os.path.join(d, "plots", "auto-*.png")))
+        parts += [f"![{os.path.basename(p)}]({os.path.relpath(p, out_dir)})\n" for p in pngs]
+    hosts = {}
+    for n in names:
+        for p in glob.glob(os.path.join(out_dir, n, "hosts", "*.json")):
+            hosts[os.path.basename(p)[:-5]] = load_json(p, {})
+    emulated = [h for h, i in hosts.items() if i.get("cpu_kind") == "emulated"]
+    if emulated:
+        parts.insert(1, f"> **Emulated CPU ({', '.join(sorted(emulated))}: "
+                        f"{next(iter(hosts.values())).get('cpu_model', 'QEMU -cpu max')}).** "
+                        "The timings are TCG emulation, NOT hardware performance.\n")
+    with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(parts))

@@ -294,14 +294,26 @@ class Runner:
                                 "(no FEAT_TWED), but the matrix has settings other than off")
         return problems
 
+    def pin_host(self, host):
+        """A cluster host's vCPU threads, one per CPU of this machine."""
+        if not host.spec.is_cluster:
+            return None
+        p = subprocess.run([os.path.join(self.root, "tools", "cluster"), "pin", host.name],
+                           capture_output=True, text=True, env=host._env())
+        return (p.stdout or p.stderr).strip()
+
     def describe_hosts(self):
         os.makedirs(os.path.join(self.out, "hosts"), exist_ok=True)
         for name, host in self.hosts.items():
             info = describe_host(host)
+            info["vcpu_threads"] = self.pin_host(host)
             write_json(os.path.join(self.out, "hosts", f"{name}.json"), info)
         write_json(os.path.join(self.out, "controller.json"), describe_controller())
 
     def run_all(self, dry_run=False):
+        if self.matrix.session.enabled:
+            from . import session
+            return session.SessionRunner(self).run_all(dry_run)
         plan = self.plan()
         done = failed = skipped = 0
         for i, (h, oc, wl, s, rep) in enumerate(plan, 1):

@@ -52,3 +52,40 @@ def ratio(value, baseline):
     if value is None or baseline is None or baseline == 0:
         return None
     return value / baseline
+
+
+def median(values):
+    return quantile(values, 0.5)
+
+
+def bootstrap_median_diff(base, other, resamples=4000, confidence=0.95, seed=20):
+    """Median of OTHER minus median of BASE, with a percentile bootstrap
+    confidence interval of that difference (each sample resampled with
+    replacement on its own, RESAMPLES times).  None when either side has
+    fewer than 2 values.  Seeded: a report remade from the same raw
+    results says the same."""
+    import random
+
+    base = [v for v in base if v is not None]
+    other = [v for v in other if v is not None]
+    if len(base) < 2 or len(other) < 2:
+        return None
+    rng = random.Random(seed)
+    diffs = []
+    for _ in range(resamples):
+        a = [base[rng.randrange(len(base))] for _ in base]
+        b = [other[rng.randrange(len(other))] for _ in other]
+        diffs.append(median(b) - median(a))
+    alpha = (1 - confidence) / 2
+    return {"diff": median(other) - median(base),
+            "lo": quantile(diffs, alpha), "hi": quantile(diffs, 1 - alpha),
+            "confidence": confidence}
+
+
+def verdict(ci):
+    """'no difference shown' when the interval includes 0."""
+    if ci is None:
+        return "too few runs"
+    if ci["lo"] <= 0 <= ci["hi"]:
+        return "no difference shown"
+    return "higher" if ci["lo"] > 0 else "lower"

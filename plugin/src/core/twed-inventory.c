@@ -59,7 +59,48 @@ twed_domain_free (TwedDomain *dom)
   g_free (dom->flavor);
   g_free (dom->hold);
   g_free (dom->load_error);
+  twed_domain_signals_free (dom->signals);
   g_free (dom);
+}
+
+TwedDomainSignals *
+twed_domain_signals_new (gint64 at, int id)
+{
+  TwedDomainSignals *sig = g_new0 (TwedDomainSignals, 1);
+
+  sig->at = at;
+  sig->id = id;
+  sig->vcpus = g_array_new (FALSE, TRUE, sizeof (TwedVcpuSignals));
+  return sig;
+}
+
+TwedDomainSignals *
+twed_domain_signals_copy (const TwedDomainSignals *src)
+{
+  TwedDomainSignals *sig;
+
+  if (!src)
+    return NULL;
+  sig = twed_domain_signals_new (src->at, src->id);
+  g_array_append_vals (sig->vcpus, src->vcpus->data, src->vcpus->len);
+  return sig;
+}
+
+void
+twed_domain_signals_free (TwedDomainSignals *sig)
+{
+  if (!sig)
+    return;
+  g_array_unref (sig->vcpus);
+  g_free (sig);
+}
+
+TwedVcpuSignals *
+twed_domain_signals_vcpu (TwedDomainSignals *sig, guint vcpu)
+{
+  if (vcpu >= sig->vcpus->len)
+    g_array_set_size (sig->vcpus, vcpu + 1);
+  return &g_array_index (sig->vcpus, TwedVcpuSignals, vcpu);
 }
 
 TwedDomain *
@@ -94,6 +135,7 @@ twed_domain_copy (const TwedDomain *src)
   dom->flavor = g_strdup (src->flavor);
   dom->load_error = g_strdup (src->load_error);
   dom->hold = g_strdup (src->hold);
+  dom->signals = twed_domain_signals_copy (src->signals);
   dom->ratio = src->ratio;
   return dom;
 }

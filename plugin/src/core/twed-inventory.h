@@ -23,6 +23,39 @@ typedef struct {
   char *text;
 } TwedMetaItem;
 
+/* Which of a vCPU's signals the bulk stats' VCPU group carried. */
+typedef enum {
+  TWED_SIGNAL_WFE_EXITS = 1 << 0,  /* vcpu.N.wfe_exit_stat.sum (kernel) */
+  TWED_SIGNAL_TWED_DELAY = 1 << 1, /* vcpu.N.twed_delay.cur (kernel) */
+  TWED_SIGNAL_WAIT = 1 << 2,       /* vcpu.N.delay: run-queue wait, ns */
+  TWED_SIGNAL_TIME = 1 << 3,       /* vcpu.N.time: CPU time, ns */
+} TwedSignalBits;
+#define TWED_SIGNALS_ALL (TWED_SIGNAL_WFE_EXITS | TWED_SIGNAL_TWED_DELAY | TWED_SIGNAL_WAIT | TWED_SIGNAL_TIME)
+
+/* One vCPU's counters as read: cumulative ones are raw, their deltas
+ * are the controller's business (twed-auto.h). */
+typedef struct {
+  guint64 wfe_exits;
+  guint64 wait_ns;
+  guint64 time_ns;
+  guint twed_delay;   /* instant: what HCR_EL2 is programmed with */
+  guint have;         /* TwedSignalBits */
+} TwedVcpuSignals;
+
+/* A running domain's signals from one read of the bulk stats. */
+typedef struct {
+  gint64 at;          /* monotonic usec of the read */
+  int id;             /* libvirt domain id: a restart or an incoming
+                       * migration gives a new one */
+  GArray *vcpus;      /* TwedVcpuSignals, by vCPU number */
+} TwedDomainSignals;
+
+TwedDomainSignals *twed_domain_signals_new (gint64 at, int id);
+TwedDomainSignals *twed_domain_signals_copy (const TwedDomainSignals *src);
+void               twed_domain_signals_free (TwedDomainSignals *sig);
+/* Slot for vCPU @vcpu, growing the array (zeroed slots have nothing). */
+TwedVcpuSignals   *twed_domain_signals_vcpu (TwedDomainSignals *sig, guint vcpu);
+
 typedef struct {
   char *name;
   char *uuid;
@@ -45,6 +78,9 @@ typedef struct {
   /* Why the domain must not be changed now (changed too recently, or
    * its last change failed and backs off); NULL when it may be. */
   char *hold;
+  /* From the bulk stats of this read; NULL when it carried none (not
+   * running, or a driver without the VCPU group). */
+  TwedDomainSignals *signals;
 
   /* Filled by twed_host_compute(). */
   double ratio;
@@ -91,6 +127,7 @@ GArray  *twed_cpuset_copy (GArray *set);
 
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedDomain, twed_domain_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedDomainSignals, twed_domain_signals_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedHost, twed_host_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedMetaItem, twed_meta_item_free)
 

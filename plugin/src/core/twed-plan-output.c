@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "twed-planner.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #define TWED_PLAN_FORMAT_VERSION 1
@@ -139,6 +140,23 @@ add_ratio (JsonWriter *w, const char *member, double value)
   g_string_append (w->buf, g_ascii_dtostr (num, sizeof num, (double) (gint64) (value * 1000.0 + 0.5) / 1000.0));
 }
 
+/* A measured figure, null when not known; three decimals. */
+static void
+add_number (JsonWriter *w, const char *member, double value)
+{
+  if (isnan (value) || isinf (value))
+    {
+      add_str (w, member, NULL);
+      return;
+    }
+  jw_key (w, member);
+  {
+    char num[G_ASCII_DTOSTR_BUF_SIZE];
+
+    g_string_append (w->buf, g_ascii_dtostr (num, sizeof num, round (value * 1000.0) / 1000.0));
+  }
+}
+
 static void
 add_bool (JsonWriter *w, const char *member, gboolean value)
 {
@@ -221,6 +239,17 @@ write_plan (JsonWriter *w, const TwedPlan *plan)
         add_str (w, "result", twed_result_to_string (e->result));
       if (e->error)
         add_str (w, "error", e->error);
+      if (e->is_auto)
+        {
+          jw_open (w, "auto", '{');
+          add_int (w, "min", e->auto_bounds.min);
+          add_int (w, "max", e->auto_bounds.max);
+          add_str (w, "decision", twed_auto_decision_to_string (e->auto_decision));
+          add_number (w, "wfe_exits_per_s", e->auto_exits_per_s);
+          add_number (w, "prev_wfe_exits_per_s", e->auto_prev_exits_per_s);
+          add_number (w, "runqueue_wait_change", e->auto_wait_change);
+          jw_close (w, '}');
+        }
       jw_close (w, '}');
     }
   jw_close (w, ']');

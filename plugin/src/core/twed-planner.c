@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #include "twed-planner.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 const char *
@@ -109,8 +110,47 @@ within_hysteresis (const TwedPolicy *pol, double ratio, const TwedSetting *curre
   return FALSE;
 }
 
+/* A VM not seen on its host for this long is forgotten by the
+ * controller (gone, or migrated away for good). */
+#define TWED_AUTO_FORGET_USEC (G_GINT64_CONSTANT (3600) * G_USEC_PER_SEC)
+
+/* A band in mode auto: the controller's step, or without one (a single
+ * run) what the domain has where the bounds allow it. */
+static void
+plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, const TwedSetting *bounds,
+           TwedAuto *ctl, TwedPlanEntry *e)
+{
+  e->is_auto = TRUE;
+  e->auto_bounds = *bounds;
+  if (ctl)
+    {
+      TwedAutoVerdict v = { 0 };
+
+      twed_auto_decide (ctl, host, dom, bounds, &pol->auto_params, &v);
+      e->target = v.target;
+      e->auto_decision = v.decision;
+      e->auto_exits_per_s = v.exits_per_s;
+      e->auto_prev_exits_per_s = v.prev_exits_per_s;
+      e->auto_wait_change = v.wait_change;
+      e->reason = g_strdup_printf ("auto %u..%u: %s", bounds->min, bounds->max, v.reason);
+      twed_auto_verdict_clear (&v);
+      return;
+    }
+  e->auto_decision = TWED_AUTO_HOLD;
+  if (e->current.mode == TWED_MODE_OFF ||
+      (e->current.mode == TWED_MODE_FIXED && e->current.delay >= bounds->min && e->current.delay <= bounds->max))
+    e->target = e->current;
+  else
+    {
+      e->target = (TwedSetting) { TWED_MODE_OFF, 0, 0, 0 };
+      e->auto_decision = TWED_AUTO_STEP_DOWN;
+    }
+  e->reason = g_strdup_printf ("auto %u..%u: a single run has no signal history; twedd moves the delay",
+                               bounds->min, bounds->max);
+}
+
 static TwedPlanEntry *
-plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *set)
+plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *set, TwedAuto *ctl)
 {
   TwedPlanEntry *e = g_new0 (TwedPlanEntry, 1);
   const TwedPolicy *pol;
@@ -127,6 +167,7 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
   e->current = dom->twed;
   twed_setting_normalize (&e->current);
   e->target = e->current;
+  e->auto_exits_per_s = e->auto_prev_exits_per_s = e->auto_wait_change = NAN;
 
   pol = twed_policy_set_lookup (set, host->name, dom);
   e->policy = g_strdup (pol->name);
@@ -168,6 +209,29 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
     {
       e->action = TWED_ACTION_SKIP;
       e->reason = g_strdup ("transient domain not running");
+    }
+  else if (twed_policy_band_setting (pol, band)->mode == TWED_MODE_AUTO)
+    {
+      g_autofree char *why = NULL;
+
+      plan_auto (host, dom, pol, twed_policy_band_setting (pol, band), ctl, e);
+      why = g_steal_pointer (&e->reason);
+      if (twed_setting_equal (&e->target, &e->current))
+        {
+          e->action = TWED_ACTION_KEEP;
+          e->reason = g_strdup_printf ("ratio %.2f in band %s, %s", dom->ratio, e->band, why);
+        }
+      else if (dom->hold)
+        {
+          e->action = TWED_ACTION_DEFER;
+          e->reason = g_strdup_printf ("ratio %.2f in band %s, %s; deferred: %s", dom->ratio, e->band, why,
+                                       dom->hold);
+        }
+      else
+        {
+          e->action = TWED_ACTION_CHANGE;
+          e->reason = g_strdup_printf ("ratio %.2f in band %s, %s", dom->ratio, e->band, why);
+        }
     }
   else
     {
@@ -433,6 +497,7 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
   plan->entries = g_ptr_array_new_with_free_func ((GDestroyNotify) entry_free);
 
   g_autoptr(GPtrArray) by_name = g_ptr_array_sized_new (hosts->len);
+  TwedAuto *ctl = opts ? opts->controller : NULL;
   guint nentries = 0;
 
   g_ptr_array_extend (by_name, hosts, NULL, NULL);
@@ -470,8 +535,10 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
 
       if (!host->reachable)
         continue;
+      if (ctl)
+        twed_auto_observe (ctl, host, TWED_AUTO_FORGET_USEC);
       for (guint d = 0; d < host->domains->len; d++)
-        g_ptr_array_add (plan->entries, plan_domain (host, g_ptr_array_index (host->domains, d), set));
+        g_ptr_array_add (plan->entries, plan_domain (host, g_ptr_array_index (host->domains, d), set, ctl));
       qsort (plan->entries->pdata + first, plan->entries->len - first, sizeof (gpointer), cmp_entry_domain);
     }
   {

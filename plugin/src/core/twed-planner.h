@@ -38,6 +38,14 @@ typedef struct {
   char *reason;
   TwedResult result;
   char *error;
+  /* Band in mode auto: the bounds and the controller's decision with
+   * its figures (NAN where not known). */
+  gboolean is_auto;
+  TwedSetting auto_bounds;
+  TwedAutoDecision auto_decision;
+  double auto_exits_per_s;
+  double auto_prev_exits_per_s;
+  double auto_wait_change;
 } TwedPlanEntry;
 
 typedef struct {
@@ -63,6 +71,9 @@ typedef struct {
 typedef struct {
   const char *generated;
   guint max_changes_global; /* extra cap from the configuration, 0 = none */
+  /* State of the auto bands across plans (twedd); NULL: a single run,
+   * which has no history to judge a delay by. */
+  TwedAuto *controller;
 } TwedPlanOptions;
 
 /* @hosts: TwedHost, already passed through twed_host_compute(). */

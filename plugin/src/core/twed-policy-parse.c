@@ -310,8 +310,8 @@ parse_setting (JsonNode *node, const char *path, const char *const *allowed,
   obj = json_node_get_object (node);
   if (!get_string (json_object_get_member (obj, "mode"), p_mode, 0, G_MAXLONG, &mode, error))
     return FALSE;
-  if (!twed_mode_from_string (mode, &s->mode))
-    return bad (error, p_mode, "must be \"off\", \"fixed\" or \"dynamic\", got \"%s\"", mode);
+  if (!twed_policy_mode_from_string (mode, &s->mode))
+    return bad (error, p_mode, "must be \"off\", \"fixed\", \"dynamic\" or \"auto\", got \"%s\"", mode);
 
   has_delay = json_object_has_member (obj, "delay");
   has_min = json_object_has_member (obj, "min");
@@ -433,11 +433,68 @@ parse_limits (JsonNode *node, const char *path, TwedPolicy *pol, GError **error)
 }
 
 static gboolean
+get_fraction (JsonObject *obj, const char *member, const char *path, double lo, double hi,
+              double *out, GError **error)
+{
+  g_autofree char *p = member_path (path, member);
+  JsonNode *n = json_object_get_member (obj, member);
+  double v;
+
+  if (!n)
+    return TRUE;
+  if (!is_number (n))
+    return bad (error, p, "expected a number");
+  v = json_node_get_value_type (n) == G_TYPE_DOUBLE ? json_node_get_double (n)
+                                                    : (double) json_node_get_int (n);
+  if (!(v >= lo && v <= hi))
+    return bad (error, p, "must be in %g..%g, got %g", lo, hi, v);
+  *out = v;
+  return TRUE;
+}
+
+static gboolean
+get_seconds (JsonObject *obj, const char *member, const char *path, gint64 lo, gint64 hi,
+             guint *out, GError **error)
+{
+  g_autofree char *p = member_path (path, member);
+  JsonNode *n = json_object_get_member (obj, member);
+  gint64 v;
+
+  if (!n)
+    return TRUE;
+  if (!get_int (n, p, lo, hi, &v, error))
+    return FALSE;
+  *out = (guint) v;
+  return TRUE;
+}
+
+/* The controller's tuning for the policy's "auto" bands. */
+static gboolean
+parse_auto (JsonNode *node, const char *path, TwedAutoParams *ap, GError **error)
+{
+  static const char *const allowed[] = {
+    "wait_margin", "min_gain", "dwell_seconds", "stale_seconds", "cooldown_seconds", NULL
+  };
+  JsonObject *obj;
+
+  if (!check_object (node, path, allowed, NULL, error))
+    return FALSE;
+  obj = json_node_get_object (node);
+  if (!get_fraction (obj, "wait_margin", path, 0, 1, &ap->wait_margin, error) ||
+      !get_fraction (obj, "min_gain", path, 0, 1, &ap->min_gain, error) ||
+      !get_seconds (obj, "dwell_seconds", path, 1, 86400, &ap->dwell_seconds, error) ||
+      !get_seconds (obj, "stale_seconds", path, 1, 86400, &ap->stale_seconds, error) ||
+      !get_seconds (obj, "cooldown_seconds", path, 0, 604800, &ap->cooldown_seconds, error))
+    return FALSE;
+  return TRUE;
+}
+
+static gboolean
 parse_root (JsonNode *root, TwedPolicy *pol, GError **error)
 {
   static const char *const allowed[] = {
     "$schema", "version", "name", "description", "priority", "match", "bands",
-    "beyond", "hysteresis", "max_changes_per_cycle", "allow_long_delays", NULL
+    "beyond", "hysteresis", "max_changes_per_cycle", "allow_long_delays", "auto", NULL
   };
   static const char *const required[] = { "version", "name", "beyond", NULL };
   static const char *const beyond_allowed[] = { "mode", "delay", "min", "max", NULL };
@@ -500,6 +557,8 @@ parse_root (JsonNode *root, TwedPolicy *pol, GError **error)
   if ((n = json_object_get_member (obj, "max_changes_per_cycle")) &&
       !parse_limits (n, "$.max_changes_per_cycle", pol, error))
     return FALSE;
+  if ((n = json_object_get_member (obj, "auto")) && !parse_auto (n, "$.auto", &pol->auto_params, error))
+    return FALSE;
   return check_band_order (pol, error);
 }
 
@@ -513,6 +572,7 @@ twed_policy_parse (const char *data, gsize len, const char *source, GError **err
   pol->bands = g_array_new (FALSE, FALSE, sizeof (TwedBand));
   pol->source = g_strdup (source ? source : "<policy>");
   pol->hysteresis = 0.1;
+  twed_auto_params_init (&pol->auto_params);
 
   if (!twed_json_check_strict (data, len, &local) ||
       !json_parser_load_from_data (parser, data, (gssize) len, &local) ||
@@ -559,6 +619,7 @@ twed_policy_new_default (void)
   g_array_append_val (pol->bands, b2);
   pol->beyond = (TwedSetting) { TWED_MODE_DYNAMIC, 3, 1, 5 };
   pol->hysteresis = 0.1;
+  twed_auto_params_init (&pol->auto_params);
   pol->priority = G_MININT;
   pol->builtin = TRUE;
   return pol;

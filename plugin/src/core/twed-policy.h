@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include "twed-auto.h"
 #include "twed-inventory.h"
 
 G_BEGIN_DECLS
@@ -34,6 +35,7 @@ typedef struct {
   guint max_per_host;   /* 0 = unlimited */
   guint max_global;
   gboolean allow_long_delays;
+  TwedAutoParams auto_params; /* for bands in mode auto */
   gboolean builtin;
 } TwedPolicy;
 

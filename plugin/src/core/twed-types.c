@@ -3,7 +3,7 @@
 
 G_DEFINE_QUARK (twed-error-quark, twed_error)
 
-static const char *const mode_names[] = { "off", "fixed", "dynamic" };
+static const char *const mode_names[] = { "off", "fixed", "dynamic", "auto" };
 
 const char *
 twed_mode_to_string (TwedMode mode)
@@ -13,10 +13,10 @@ twed_mode_to_string (TwedMode mode)
   return "unknown";
 }
 
-gboolean
-twed_mode_from_string (const char *str, TwedMode *mode)
+static gboolean
+mode_lookup (const char *str, guint n, TwedMode *mode)
 {
-  for (guint i = 0; str && i < G_N_ELEMENTS (mode_names); i++)
+  for (guint i = 0; str && i < n; i++)
     {
       if (g_str_equal (str, mode_names[i]))
         {
@@ -25,6 +25,18 @@ twed_mode_from_string (const char *str, TwedMode *mode)
         }
     }
   return FALSE;
+}
+
+gboolean
+twed_mode_from_string (const char *str, TwedMode *mode)
+{
+  return mode_lookup (str, TWED_MODE_AUTO, mode);
+}
+
+gboolean
+twed_policy_mode_from_string (const char *str, TwedMode *mode)
+{
+  return mode_lookup (str, G_N_ELEMENTS (mode_names), mode);
 }
 
 const char *
@@ -54,6 +66,10 @@ twed_setting_normalize (TwedSetting *s)
       break;
     case TWED_MODE_FIXED:
       s->min = s->max = s->delay;
+      break;
+    case TWED_MODE_AUTO:
+      /* Bounds only: the controller chooses the delay. */
+      s->delay = s->min;
       break;
     case TWED_MODE_DYNAMIC:
     default:
@@ -116,6 +132,15 @@ twed_setting_validate (const TwedSetting *s, TwedFields present, guint limit,
           return FALSE;
         }
       break;
+    case TWED_MODE_AUTO:
+      if (present != (TWED_FIELD_MIN | TWED_FIELD_MAX))
+        {
+          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID,
+                       "mode \"auto\" needs %s and %s and takes no %s (the controller sets it)",
+                       names->min, names->max, names->delay);
+          return FALSE;
+        }
+      break;
     default:
       g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "unknown mode");
       return FALSE;
@@ -140,6 +165,14 @@ twed_setting_validate (const TwedSetting *s, TwedFields present, guint limit,
                    names->min, s->min, names->delay, s->delay);
       return FALSE;
     }
+  if (s->mode == TWED_MODE_AUTO && s->min > s->max)
+    {
+      if (field)
+        *field = TWED_FIELD_MIN;
+      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "%s (%u) must not exceed %s (%u)",
+                   names->min, s->min, names->max, s->max);
+      return FALSE;
+    }
   if ((present & TWED_FIELD_MAX) && (present & TWED_FIELD_DELAY) && s->delay > s->max)
     {
       g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "%s (%u) must not exceed %s (%u)",
@@ -153,6 +186,7 @@ gboolean
 twed_setting_check (const TwedSetting *s, GError **error)
 {
   TwedFields present = s->mode == TWED_MODE_OFF ? 0 : s->mode == TWED_MODE_FIXED ? TWED_FIELD_DELAY
+                       : s->mode == TWED_MODE_AUTO ? TWED_FIELD_MIN | TWED_FIELD_MAX
                        : TWED_FIELD_DELAY | TWED_FIELD_MIN | TWED_FIELD_MAX;
 
   return twed_setting_validate (s, present, TWED_DELAY_LIMIT, &plain_names, NULL, error);
@@ -167,6 +201,8 @@ twed_setting_to_string (const TwedSetting *s)
       return g_strdup_printf ("fixed:%u", s->delay);
     case TWED_MODE_DYNAMIC:
       return g_strdup_printf ("dynamic:%u[%u..%u]", s->delay, s->min, s->max);
+    case TWED_MODE_AUTO:
+      return g_strdup_printf ("auto[%u..%u]", s->min, s->max);
     case TWED_MODE_OFF:
     default:
       return g_strdup ("off");

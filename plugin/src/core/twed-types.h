@@ -14,6 +14,10 @@ typedef enum {
   TWED_MODE_OFF = 0,
   TWED_MODE_FIXED,
   TWED_MODE_DYNAMIC,
+  /* A policy's request only, never a domain's setting: the VM runs in
+   * fixed mode and twedd's controller (twed-auto.h) moves its delay
+   * within [min, max] from cycle to cycle. */
+  TWED_MODE_AUTO,
 } TwedMode;
 
 typedef struct {
@@ -30,7 +34,11 @@ typedef enum {
 } TwedSupport;
 
 const char *twed_mode_to_string (TwedMode mode);
+/* The modes of the layers below (off, fixed, dynamic): a domain's
+ * setting, twedctl set. */
 gboolean    twed_mode_from_string (const char *str, TwedMode *mode);
+/* The same plus "auto": what a policy may ask for. */
+gboolean    twed_policy_mode_from_string (const char *str, TwedMode *mode);
 const char *twed_support_to_string (TwedSupport support);
 
 void     twed_setting_normalize (TwedSetting *s);

@@ -18,6 +18,7 @@
 #include "twed-overcommit.h"
 #include "twed-domxml.h"
 #include "twed-state.h"
+#include "twed-signals.h"
 
 #include <string.h>
 
@@ -912,6 +913,9 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
         copy->uuid = g_strdup (uuid);
       g_free (copy->hold);
       copy->hold = backend_vm_hold (h, uuid);
+      /* The auto bands' signals come with the same call. */
+      twed_domain_signals_free (copy->signals);
+      copy->signals = copy->active ? twed_signals_from_record (r, g_get_monotonic_time ()) : NULL;
       g_ptr_array_add (out->domains, copy);
     }
   virDomainStatsRecordListFree (records);

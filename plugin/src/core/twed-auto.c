@@ -1,0 +1,623 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#include "twed-auto.h"
+
+#include <math.h>
+
+/* Below this run-queue wait (1 ms per second over the VMs that share
+ * the pCPUs) a relative change means nothing: idle hosts would flap on
+ * microseconds. */
+#define WAIT_FLOOR 0.001
+/* Fewer WFE exits than this per second of vCPU time leave nothing for
+ * a delay to save. */
+#define EXITS_FLOOR 1.0
+/* vCPU time below this fraction of the window: not judged. */
+#define IDLE_FRACTION 0.01
+/* A modular difference above this is a counter that went back (a new
+ * process), not one that wrapped. */
+#define DELTA_LIMIT (G_GUINT64_CONSTANT (1) << 63)
+
+#define LEVEL_OFF (-1)
+#define LEVEL_OTHER (-2) /* dynamic, or fixed outside the bounds */
+#define LEVEL_NONE (-3)
+
+typedef struct {
+  double exits_per_s;
+  double wait_per_s;
+  gint64 at;
+  gboolean valid;
+} LevelStats;
+
+typedef struct {
+  char *host;
+  int id;
+  gint64 prev_at;
+  GArray *prev;             /* TwedVcpuSignals of the previous read, NULL = none */
+  gint64 seen_at;
+  gint64 advanced_at;       /* last read in which the vCPUs ran at all */
+  char *missing;            /* why the last read gave no usable signals */
+  char *reset;              /* why the last read restarted the deltas */
+  guint twed_delay;         /* highest vcpu.N.twed_delay.cur of the last read */
+
+  /* This read's deltas. */
+  gboolean have_delta;
+  double d_exits, d_time_ns, d_wait_ns, d_elapsed_ns;
+  GArray *pcpus;            /* pCPUs it may run on, NULL = all */
+
+  /* The window at the current level. */
+  int level;
+  double w_exits, w_time_ns, w_wait_ns, w_elapsed_ns;
+  LevelStats stats[TWED_DELAY_LIMIT + 2]; /* by level + 1 */
+  int ceiling;              /* highest level allowed until ceiling_until */
+  gint64 ceiling_until;
+  int pending;              /* level last decided, LEVEL_NONE = none */
+  gint64 pending_at;
+} VmState;
+
+struct _TwedAuto {
+  gint refs;
+  GMutex lock;              /* passes over different hosts run on workers */
+  GHashTable *vms;          /* uuid -> VmState */
+};
+
+void
+twed_auto_params_init (TwedAutoParams *p)
+{
+  /* Margins above the spread of a few cycles' run-queue wait; a dwell
+   * of two default intervals, so a setting is judged on a full one. */
+  p->wait_margin = 0.10;
+  p->min_gain = 0.10;
+  p->dwell_seconds = 120;
+  p->stale_seconds = 300;
+  p->cooldown_seconds = 1800;
+}
+
+const char *
+twed_auto_decision_to_string (TwedAutoDecision d)
+{
+  switch (d)
+    {
+    case TWED_AUTO_STEP_UP:
+      return "step-up";
+    case TWED_AUTO_STEP_DOWN:
+      return "step-down";
+    case TWED_AUTO_FALLBACK:
+      return "fallback";
+    case TWED_AUTO_BASELINE:
+      return "baseline";
+    case TWED_AUTO_HOLD:
+    default:
+      return "hold";
+    }
+}
+
+void
+twed_auto_verdict_clear (TwedAutoVerdict *v)
+{
+  g_clear_pointer (&v->reason, g_free);
+}
+
+static void
+vm_state_free (VmState *st)
+{
+  g_free (st->host);
+  if (st->prev)
+    g_array_unref (st->prev);
+  if (st->pcpus)
+    g_array_unref (st->pcpus);
+  g_free (st->missing);
+  g_free (st->reset);
+  g_free (st);
+}
+
+static VmState *
+vm_state_new (void)
+{
+  VmState *st = g_new0 (VmState, 1);
+
+  st->level = LEVEL_NONE;
+  st->pending = LEVEL_NONE;
+  st->ceiling = TWED_DELAY_LIMIT;
+  return st;
+}
+
+TwedAuto *
+twed_auto_new (void)
+{
+  TwedAuto *ctl = g_new0 (TwedAuto, 1);
+
+  ctl->refs = 1;
+  g_mutex_init (&ctl->lock);
+  ctl->vms = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) vm_state_free);
+  return ctl;
+}
+
+TwedAuto *
+twed_auto_ref (TwedAuto *ctl)
+{
+  g_atomic_int_inc (&ctl->refs);
+  return ctl;
+}
+
+void
+twed_auto_unref (TwedAuto *ctl)
+{
+  if (!ctl || !g_atomic_int_dec_and_test (&ctl->refs))
+    return;
+  g_hash_table_unref (ctl->vms);
+  g_mutex_clear (&ctl->lock);
+  g_free (ctl);
+}
+
+/* The ladder position of a setting: off, a fixed delay, or neither. */
+static int
+level_of (const TwedDomain *dom)
+{
+  TwedSetting s = dom->twed;
+
+  if (!dom->has_twed || s.mode == TWED_MODE_OFF)
+    return LEVEL_OFF;
+  if (s.mode == TWED_MODE_FIXED)
+    return (int) s.delay;
+  return LEVEL_OTHER;
+}
+
+static char *
+level_name (int level)
+{
+  return level == LEVEL_OFF ? g_strdup ("off") : g_strdup_printf ("%d", level);
+}
+
+static void
+window_reset (VmState *st)
+{
+  st->w_exits = st->w_time_ns = st->w_wait_ns = st->w_elapsed_ns = 0;
+}
+
+static void
+set_str (char **slot, char *value)
+{
+  g_free (*slot);
+  *slot = value;
+}
+
+/* The pCPUs any vCPU of @dom may run on; NULL = all of them. */
+static GArray *
+domain_pcpus (const TwedDomain *dom)
+{
+  g_autoptr(GHashTable) seen = g_hash_table_new (g_direct_hash, g_direct_equal);
+  GArray *out;
+  GHashTableIter it;
+  gpointer k;
+
+  for (guint v = 0; v < dom->nvcpus; v++)
+    {
+      GArray *a = v < dom->affinity->len ? g_ptr_array_index (dom->affinity, v) : NULL;
+
+      if (!a)
+        a = dom->default_affinity;
+      if (!a)
+        return NULL;
+      for (guint i = 0; i < a->len; i++)
+        g_hash_table_add (seen, GUINT_TO_POINTER (g_array_index (a, guint, i) + 1));
+    }
+  out = g_array_new (FALSE, FALSE, sizeof (guint));
+  g_hash_table_iter_init (&it, seen);
+  while (g_hash_table_iter_next (&it, &k, NULL))
+    {
+      guint c = GPOINTER_TO_UINT (k) - 1;
+
+      g_array_append_val (out, c);
+    }
+  return out;
+}
+
+static gboolean
+pcpus_meet (GArray *a, GArray *b)
+{
+  if (!a || !b)
+    return TRUE;
+  for (guint i = 0; i < a->len; i++)
+    for (guint j = 0; j < b->len; j++)
+      if (g_array_index (a, guint, i) == g_array_index (b, guint, j))
+        return TRUE;
+  return FALSE;
+}
+
+static const char *
+missing_signal (guint have)
+{
+  if (!(have & TWED_SIGNAL_WFE_EXITS))
+    return "wfe_exit_stat";
+  if (!(have & TWED_SIGNAL_TWED_DELAY))
+    return "twed_delay";
+  if (!(have & TWED_SIGNAL_WAIT))
+    return "delay (run-queue wait)";
+  return "time";
+}
+
+/* Deltas of one domain's counters since its previous read. */
+static void
+observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom)
+{
+  const TwedDomainSignals *sig = dom->signals;
+  double exits = 0, time_ns = 0, wait_ns = 0;
+  guint twed_delay = 0;
+  char *reset = NULL;
+
+  st->have_delta = FALSE;
+  set_str (&st->reset, NULL);
+  if (st->pcpus)
+    g_array_unref (st->pcpus);
+  st->pcpus = domain_pcpus (dom);
+
+  if (!sig || sig->vcpus->len == 0)
+    {
+      set_str (&st->missing, g_strdup ("no vCPU stats in the bulk stats"));
+      g_clear_pointer (&st->prev, g_array_unref);
+      return;
+    }
+  for (guint v = 0; v < sig->vcpus->len; v++)
+    {
+      const TwedVcpuSignals *s = &g_array_index (sig->vcpus, TwedVcpuSignals, v);
+
+      if ((s->have & TWED_SIGNALS_ALL) != TWED_SIGNALS_ALL)
+        {
+          set_str (&st->missing, g_strdup_printf ("vcpu.%u.%s not reported", v, missing_signal (s->have)));
+          g_clear_pointer (&st->prev, g_array_unref);
+          return;
+        }
+      twed_delay = MAX (twed_delay, s->twed_delay);
+    }
+  set_str (&st->missing, NULL);
+  st->twed_delay = twed_delay;
+  st->seen_at = sig->at;
+
+  if (!st->prev)
+    reset = g_strdup ("first read of its signals");
+  else if (g_strcmp0 (st->host, host->name) != 0)
+    reset = g_strdup_printf ("now on %s, was on %s (migrated)", host->name, st->host);
+  else if (st->id != sig->id)
+    reset = g_strdup_printf ("domain id %d, was %d (restarted or migrated back)", sig->id, st->id);
+  else if (st->prev->len != sig->vcpus->len)
+    reset = g_strdup_printf ("%u vCPUs, were %u", sig->vcpus->len, st->prev->len);
+  else if (sig->at <= st->prev_at)
+    reset = g_strdup ("read not newer than the previous one");
+  else
+    {
+      for (guint v = 0; v < sig->vcpus->len && !reset; v++)
+        {
+          const TwedVcpuSignals *a = &g_array_index (st->prev, TwedVcpuSignals, v);
+          const TwedVcpuSignals *b = &g_array_index (sig->vcpus, TwedVcpuSignals, v);
+          /* Unsigned differences: a counter that wrapped still gives
+           * its true increase; one that restarted gives a huge one. */
+          guint64 de = b->wfe_exits - a->wfe_exits;
+          guint64 dw = b->wait_ns - a->wait_ns;
+          guint64 dt = b->time_ns - a->time_ns;
+
+          if (de >= DELTA_LIMIT || dw >= DELTA_LIMIT || dt >= DELTA_LIMIT)
+            reset = g_strdup_printf ("vcpu.%u.%s went back", v,
+                                     de >= DELTA_LIMIT ? "wfe_exit_stat" : dw >= DELTA_LIMIT ? "delay" : "time");
+          exits += (double) de;
+          wait_ns += (double) dw;
+          time_ns += (double) dt;
+        }
+    }
+
+  if (reset)
+    {
+      st->reset = reset;
+      /* Whatever was measured belonged to another process or host. */
+      for (guint i = 0; i < G_N_ELEMENTS (st->stats); i++)
+        st->stats[i].valid = FALSE;
+      window_reset (st);
+      st->advanced_at = sig->at;
+    }
+  else
+    {
+      st->have_delta = TRUE;
+      st->d_exits = exits;
+      st->d_time_ns = time_ns;
+      st->d_wait_ns = wait_ns;
+      st->d_elapsed_ns = (double) (sig->at - st->prev_at) * 1000.0;
+      if (time_ns > 0)
+        st->advanced_at = sig->at;
+    }
+
+  set_str (&st->host, g_strdup (host->name));
+  st->id = sig->id;
+  if (st->prev)
+    g_array_unref (st->prev);
+  st->prev = g_array_copy (sig->vcpus);
+  st->prev_at = sig->at;
+}
+
+void
+twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
+{
+  g_autoptr(GPtrArray) states = g_ptr_array_new ();
+  g_autoptr(GPtrArray) doms = g_ptr_array_new ();
+  gint64 now = G_MININT64;
+
+  g_mutex_lock (&ctl->lock);
+  for (guint i = 0; i < host->domains->len; i++)
+    {
+      const TwedDomain *dom = g_ptr_array_index (host->domains, i);
+      VmState *st;
+
+      if (!dom->active || !dom->uuid)
+        continue;
+      st = g_hash_table_lookup (ctl->vms, dom->uuid);
+      if (!st)
+        {
+          st = vm_state_new ();
+          g_hash_table_insert (ctl->vms, g_strdup (dom->uuid), st);
+        }
+      observe_domain (st, host, dom);
+      if (dom->signals)
+        now = MAX (now, dom->signals->at);
+      g_ptr_array_add (states, st);
+      g_ptr_array_add (doms, (gpointer) dom);
+    }
+
+  /* Each VM's window takes its own deltas and the run-queue wait of
+   * every VM it shares a pCPU with. */
+  for (guint i = 0; i < states->len; i++)
+    {
+      VmState *st = g_ptr_array_index (states, i);
+      int level = level_of (g_ptr_array_index (doms, i));
+      double wait = 0;
+
+      if (level != st->level)
+        {
+          /* A new setting: its window starts now, or, when it is the
+           * step decided last, with this read's delta (the change was
+           * made right after the previous read). */
+          gboolean decided = level == st->pending;
+
+          st->level = level;
+          window_reset (st);
+          if (!decided)
+            continue;
+        }
+      if (!st->have_delta)
+        continue;
+      for (guint j = 0; j < states->len; j++)
+        {
+          VmState *o = g_ptr_array_index (states, j);
+
+          if (o->have_delta && (o == st || pcpus_meet (st->pcpus, o->pcpus)))
+            wait += o->d_wait_ns;
+        }
+      st->w_exits += st->d_exits;
+      st->w_time_ns += st->d_time_ns;
+      st->w_wait_ns += wait;
+      st->w_elapsed_ns += st->d_elapsed_ns;
+    }
+
+  if (now != G_MININT64 && forget_after > 0)
+    {
+      GHashTableIter it;
+      VmState *st;
+
+      g_hash_table_iter_init (&it, ctl->vms);
+      while (g_hash_table_iter_next (&it, NULL, (gpointer *) &st))
+        if (g_strcmp0 (st->host, host->name) == 0 && now - st->seen_at > forget_after)
+          g_hash_table_iter_remove (&it);
+    }
+  g_mutex_unlock (&ctl->lock);
+}
+
+static TwedSetting
+setting_of (int level)
+{
+  if (level < 0)
+    return (TwedSetting) { TWED_MODE_OFF, 0, 0, 0 };
+  return (TwedSetting) { TWED_MODE_FIXED, (guint) level, (guint) level, (guint) level };
+}
+
+static void
+verdict (TwedAutoVerdict *out, TwedAutoDecision d, int level, char *reason)
+{
+  out->decision = d;
+  out->target = setting_of (level);
+  out->reason = reason;
+}
+
+static char *
+figures (double prev, double cur, int level, double wait_change)
+{
+  g_autofree char *ln = level_name (level);
+  g_autofree char *from = isnan (prev) ? g_strdup ("") : g_strdup_printf ("%.0f → ", prev);
+  g_autofree char *wait = isnan (wait_change) ? g_strdup ("")
+                          : g_strdup_printf (", run-queue wait %+.0f %%", wait_change * 100);
+
+  return g_strdup_printf ("wfe exits/s %s%.0f at %s%s", from, cur, ln, wait);
+}
+
+void
+twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
+                  const TwedSetting *bounds, const TwedAutoParams *p, TwedAutoVerdict *out)
+{
+  int lo = (int) bounds->min, hi = (int) bounds->max;
+  int level = level_of (dom);
+  VmState *st;
+  gint64 now, dwell = (gint64) p->dwell_seconds * G_USEC_PER_SEC;
+  double e, w, e_prev = NAN, wait_change = NAN;
+  LevelStats *off, *below;
+  int top;
+  g_autofree char *ln = level_name (level);
+
+  out->exits_per_s = out->prev_exits_per_s = out->wait_change = NAN;
+  out->reason = NULL;
+  g_mutex_lock (&ctl->lock);
+  st = dom->uuid ? g_hash_table_lookup (ctl->vms, dom->uuid) : NULL;
+
+  if (!st || !dom->signals || st->missing || g_strcmp0 (st->host, host->name) != 0)
+    {
+      verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
+               g_strdup_printf ("signals missing (%s): off",
+                                st && st->missing ? st->missing : "not read on this host"));
+      goto done;
+    }
+  now = dom->signals->at;
+  if (now - st->advanced_at >= (gint64) p->stale_seconds * G_USEC_PER_SEC)
+    {
+      verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
+               g_strdup_printf ("signals stale (vCPU time unchanged for %" G_GINT64_FORMAT " s): off",
+                                (now - st->advanced_at) / G_USEC_PER_SEC));
+      goto done;
+    }
+  if (level == LEVEL_OTHER || level > hi || (level >= 0 && level < lo))
+    {
+      g_autofree char *cur = twed_setting_to_string (&dom->twed);
+
+      verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
+               g_strdup_printf ("%s is outside the auto bounds %u..%u: off, to measure from there",
+                                cur, bounds->min, bounds->max));
+      goto done;
+    }
+  if (st->pending == level)
+    st->pending = LEVEL_NONE;
+  if (st->pending != LEVEL_NONE)
+    {
+      /* A decided step that did not happen within a dwell: refused (the
+       * host ceiling kvm-arm.twed_max), failed, or held by the rate
+       * limits.  The levels from it stay barred for two dwells: long
+       * enough not to ask again at once, short enough that a step the
+       * rate limits only delayed is taken soon after. */
+      if (now - st->pending_at >= dwell)
+        {
+          if (st->pending > level)
+            {
+              st->ceiling = st->pending - 1;
+              st->ceiling_until = MAX (st->ceiling_until, now + 2 * dwell);
+            }
+          st->pending = LEVEL_NONE;
+        }
+      else
+        {
+          g_autofree char *pn = level_name (st->pending);
+
+          verdict (out, TWED_AUTO_HOLD, level,
+                   g_strdup_printf ("step to %s decided, not in force yet (at %s)", pn, ln));
+          out->target = setting_of (st->pending);
+          goto done;
+        }
+    }
+  if (st->reset)
+    {
+      verdict (out, TWED_AUTO_BASELINE, level, g_strdup_printf ("%s: measuring from here at %s", st->reset, ln));
+      goto done;
+    }
+  if (level >= 0 && st->twed_delay != 0 && (int) st->twed_delay != level)
+    {
+      window_reset (st);
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("twed_delay reads %u, not the %s set: waiting for it to take effect",
+                                st->twed_delay, ln));
+      goto done;
+    }
+
+  off = &st->stats[0];
+  below = level == LEVEL_OFF ? NULL : level == lo ? off : &st->stats[level];
+  if (below && below->valid)
+    e_prev = below->exits_per_s;
+  if (st->w_elapsed_ns < (double) dwell * 1000.0)
+    {
+      LevelStats *cur = &st->stats[level + 1];
+      g_autofree char *f = cur->valid ? figures (e_prev, cur->exits_per_s, level, NAN) : NULL;
+
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("dwell %.0f s of %u s at %s%s%s", st->w_elapsed_ns / 1e9, p->dwell_seconds, ln,
+                                f ? "; last " : "", f ? f : ""));
+      out->exits_per_s = cur->valid ? cur->exits_per_s : NAN;
+      out->prev_exits_per_s = e_prev;
+      goto done;
+    }
+
+  /* A window in which the vCPUs barely ran (paused, idle) says
+   * nothing about the delay. */
+  if (st->w_time_ns < IDLE_FRACTION * st->w_elapsed_ns)
+    {
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("vCPUs ran %.0f ms in %.0f s at %s: not judged", st->w_time_ns / 1e6,
+                                st->w_elapsed_ns / 1e9, ln));
+      window_reset (st);
+      goto done;
+    }
+
+  /* A full window at this level: judge it, then start the next. */
+  e = st->w_time_ns > 0 ? st->w_exits / (st->w_time_ns / 1e9) : 0;
+  w = st->w_wait_ns / st->w_elapsed_ns;
+  st->stats[level + 1] = (LevelStats) { e, w, now, TRUE };
+  window_reset (st);
+  out->exits_per_s = e;
+  out->prev_exits_per_s = e_prev;
+  if (now >= st->ceiling_until)
+    st->ceiling = TWED_DELAY_LIMIT;
+  top = MIN (hi, st->ceiling);
+
+  if (level == LEVEL_OFF)
+    {
+      if (top < lo)
+        verdict (out, TWED_AUTO_HOLD, level,
+                 g_strdup_printf ("wfe exits/s %.0f at off; %d and above barred for %" G_GINT64_FORMAT
+                                  " s after a back-off", e, lo, (st->ceiling_until - now) / G_USEC_PER_SEC));
+      else if (e < EXITS_FLOOR)
+        verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("wfe exits/s %.1f at off: nothing to save", e));
+      else
+        verdict (out, TWED_AUTO_STEP_UP, lo,
+                 g_strdup_printf ("wfe exits/s %.0f at off, run-queue wait %.1f ms/s, step up to %d",
+                                  e, w * 1000, lo));
+      goto done;
+    }
+  if (!off->valid)
+    {
+      verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
+               g_strdup_printf ("wfe exits/s %.0f at %s, nothing measured at off to compare with: step down to off",
+                                e, ln));
+      goto done;
+    }
+  wait_change = (w - off->wait_per_s) / MAX (off->wait_per_s, WAIT_FLOOR);
+  out->wait_change = wait_change;
+  {
+    g_autofree char *f = figures (e_prev, e, level, wait_change);
+    int down = level == lo ? LEVEL_OFF : level - 1;
+    gboolean exits_rose = !isnan (e_prev) && e > e_prev * (1 + p->min_gain);
+    gboolean exits_cut = !isnan (e_prev) && e < e_prev * (1 - p->min_gain);
+
+    if (wait_change > p->wait_margin || exits_rose)
+      {
+        /* The window costs more than it saves: back off and keep this
+         * level and above barred for the cooldown (no flapping). */
+        st->ceiling = level - 1;
+        st->ceiling_until = now + (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
+        verdict (out, TWED_AUTO_STEP_DOWN, down,
+                 g_strdup_printf ("%s, %s, step down", f,
+                                  wait_change > p->wait_margin ? "above the margin" : "more exits than one step lower"));
+      }
+    else if (exits_cut && level < top)
+      verdict (out, TWED_AUTO_STEP_UP, level + 1, g_strdup_printf ("%s, step up", f));
+    else if (exits_cut)
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: %s", f, level >= hi ? "at the bound" : "at the back-off ceiling"));
+    else
+      verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("%s, hold: exits not cut by %.0f %%", f,
+                                                           p->min_gain * 100));
+  }
+
+done:
+  if (st && out->decision != TWED_AUTO_HOLD && out->decision != TWED_AUTO_BASELINE)
+    {
+      int target = out->target.mode == TWED_MODE_OFF ? LEVEL_OFF : (int) out->target.delay;
+
+      if (target != level)
+        {
+          st->pending = target;
+          st->pending_at = dom->signals ? dom->signals->at : st->seen_at;
+        }
+    }
+  else if (st && out->decision == TWED_AUTO_BASELINE)
+    st->pending = LEVEL_NONE;
+  g_mutex_unlock (&ctl->lock);
+}

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The closed-loop controller of policy bands in mode "auto": from one
+ * read of a host to the next it turns each VM's cumulative signals
+ * (wfe_exit_stat, twed_delay, run-queue wait vcpu.N.delay, CPU time
+ * vcpu.N.time) into deltas, and moves the VM's fixed delay one step at
+ * a time within the band's bounds.  It lowers WFE trap exits per second
+ * of vCPU time only while the run-queue wait of the VM's and its
+ * co-located VMs' vCPUs stays within a margin of what it was with TWED
+ * off: the time a vCPU spins in the window is paid by whoever waits for
+ * that pCPU.  Pure: no I/O, times come from the reads. */
+
+#include "twed-inventory.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  double wait_margin;     /* run-queue wait may grow by this fraction over off */
+  double min_gain;        /* a step up must cut exits/s by this fraction */
+  guint dwell_seconds;    /* minimum time at a setting before judging it */
+  guint stale_seconds;    /* signals older than this: fall back to off */
+  guint cooldown_seconds; /* after a back-off, the levels above stay barred */
+} TwedAutoParams;
+
+void twed_auto_params_init (TwedAutoParams *params);
+
+typedef enum {
+  TWED_AUTO_HOLD = 0,   /* keep the setting (dwelling, settled, at a bound) */
+  TWED_AUTO_STEP_UP,
+  TWED_AUTO_STEP_DOWN,
+  TWED_AUTO_FALLBACK,   /* signals missing or stale: off */
+  TWED_AUTO_BASELINE,   /* counters (re)started: measuring from here */
+} TwedAutoDecision;
+
+const char *twed_auto_decision_to_string (TwedAutoDecision decision);
+
+/* One decision with the figures it rests on (NAN where not known). */
+typedef struct {
+  TwedAutoDecision decision;
+  TwedSetting target;     /* off or fixed */
+  double exits_per_s;     /* WFE exits per second of vCPU time, at the current setting */
+  double prev_exits_per_s;/* the same one step lower (off for the lowest) */
+  double wait_change;     /* run-queue wait (VM and co-located) versus off, fraction */
+  char *reason;
+} TwedAutoVerdict;
+
+void twed_auto_verdict_clear (TwedAutoVerdict *verdict);
+
+typedef struct _TwedAuto TwedAuto;
+
+/* Reference counted: twedd's passes run on workers that may end after
+ * the daemon's engine. */
+TwedAuto *twed_auto_new (void);
+TwedAuto *twed_auto_ref (TwedAuto *ctl);
+void      twed_auto_unref (TwedAuto *ctl);
+
+/* Takes one read of @host (after twed_host_compute()): the deltas of
+ * every domain since its previous read, and for each the run-queue
+ * wait of the VMs sharing a pCPU with it.  Domains not seen for
+ * @forget_after usec are forgotten. */
+void twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after);
+
+/* The setting @dom should have next under bounds @bounds (mode auto),
+ * from what twed_auto_observe() saw.  Reads the domain's current
+ * setting, so a change that was deferred, failed or made by hand is
+ * what the controller continues from. */
+void twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
+                       const TwedSetting *bounds, const TwedAutoParams *params,
+                       TwedAutoVerdict *out);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedAuto, twed_auto_unref)
+
+G_END_DECLS

@@ -1,0 +1,361 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* The closed-loop controller (twed-auto.c) on signal traces: each
+ * traces/NAME.trace is a sequence of host reads, as twedd's inventory
+ * makes them, and the decisions the controller must take after each
+ * (see traces/make-traces.py for the format and the models).  Like
+ * twedd, the test asks for a decision on every auto VM at every read;
+ * the expect lines check the last one.  Then the planner's side: pin,
+ * opt-out and rate limits hold for auto steps as for every change. */
+#include "test-util.h"
+#include "twed-auto.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  char *name;
+  TwedAutoVerdict verdict;
+  gboolean decided;
+} Decided;
+
+static void
+decided_free (Decided *d)
+{
+  g_free (d->name);
+  twed_auto_verdict_clear (&d->verdict);
+  g_free (d);
+}
+
+static TwedSetting
+parse_setting (const char *s)
+{
+  TwedSetting out = { TWED_MODE_OFF, 0, 0, 0 };
+
+  if (g_str_has_prefix (s, "fixed:"))
+    out = (TwedSetting) { TWED_MODE_FIXED, (guint) atoi (s + 6), 0, 0 };
+  else if (g_str_has_prefix (s, "dynamic:"))
+    out = (TwedSetting) { TWED_MODE_DYNAMIC, (guint) atoi (s + 8), 0, 15 };
+  else
+    g_assert_cmpstr (s, ==, "off");
+  twed_setting_normalize (&out);
+  return out;
+}
+
+static guint64
+parse_u64 (const char *s, guint bit, guint *have)
+{
+  if (g_str_equal (s, "-"))
+    return 0;
+  *have |= bit;
+  return g_ascii_strtoull (s, NULL, 10);
+}
+
+/* "vm NAME UUID ID SETTING PCPUS none|W,D,T,L ..." at time @t (s). */
+static void
+add_vm (TwedHost *host, char **f, guint nf, gint64 t)
+{
+  TwedDomain *dom;
+  guint nvcpus = g_str_equal (f[6], "none") ? 2 : nf - 6;
+  g_autoptr(GArray) pcpus = twed_cpuset_parse (f[5], NULL);
+
+  g_assert_nonnull (pcpus);
+  dom = add_dom (host, f[1], nvcpus, NULL);
+  dom->uuid = g_strdup (f[2]);
+  dom->twed = parse_setting (f[4]);
+  dom->has_twed = dom->twed.mode != TWED_MODE_OFF;
+  for (guint v = 0; v < nvcpus; v++)
+    twed_domain_pin_vcpu (dom, v, pcpus);
+  if (g_str_equal (f[6], "none"))
+    return;
+  dom->signals = twed_domain_signals_new (t * G_USEC_PER_SEC, atoi (f[3]));
+  for (guint v = 0; v < nvcpus; v++)
+    {
+      g_auto(GStrv) c = g_strsplit (f[6 + v], ",", -1);
+      TwedVcpuSignals *s = twed_domain_signals_vcpu (dom->signals, v);
+
+      g_assert_cmpuint (g_strv_length (c), ==, 4);
+      s->wfe_exits = parse_u64 (c[0], TWED_SIGNAL_WFE_EXITS, &s->have);
+      s->wait_ns = parse_u64 (c[1], TWED_SIGNAL_WAIT, &s->have);
+      s->time_ns = parse_u64 (c[2], TWED_SIGNAL_TIME, &s->have);
+      s->twed_delay = (guint) parse_u64 (c[3], TWED_SIGNAL_TWED_DELAY, &s->have);
+    }
+}
+
+/* Observes the read and decides for every auto VM on it. */
+static void
+finish_read (TwedAuto *ctl, TwedHost *host, GHashTable *decided, const TwedSetting *bounds,
+             const TwedAutoParams *params)
+{
+  twed_host_compute (host);
+  twed_auto_observe (ctl, host, 0);
+  for (guint i = 0; i < host->domains->len; i++)
+    {
+      TwedDomain *dom = g_ptr_array_index (host->domains, i);
+      Decided *d = g_hash_table_lookup (decided, dom->name);
+
+      if (!d)
+        continue;
+      twed_auto_verdict_clear (&d->verdict);
+      twed_auto_decide (ctl, host, dom, bounds, params, &d->verdict);
+      d->decided = TRUE;
+    }
+}
+
+static void
+test_trace (gconstpointer data)
+{
+  const char *path = data;
+  g_autofree char *text = NULL;
+  g_auto(GStrv) lines = NULL;
+  g_autoptr(TwedAuto) ctl = twed_auto_new ();
+  g_autoptr(TwedHost) host = NULL;
+  g_autoptr(GHashTable) decided = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+                                                         (GDestroyNotify) decided_free);
+  TwedSetting bounds = { TWED_MODE_AUTO, 0, 0, 0 };
+  TwedAutoParams params;
+  gint64 t = 0;
+  guint nexpect = 0;
+
+  twed_auto_params_init (&params);
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  lines = g_strsplit (text, "\n", -1);
+
+  /* The VMs the expect lines name are the auto ones. */
+  for (guint i = 0; lines[i]; i++)
+    if (g_str_has_prefix (lines[i], "expect "))
+      {
+        g_auto(GStrv) f = g_strsplit (lines[i], " ", 3);
+
+        if (!g_hash_table_contains (decided, f[1]))
+          {
+            Decided *d = g_new0 (Decided, 1);
+
+            d->name = g_strdup (f[1]);
+            g_hash_table_insert (decided, d->name, d);
+          }
+      }
+
+  for (guint i = 0; lines[i]; i++)
+    {
+      g_auto(GStrv) f = NULL;
+      guint nf;
+
+      if (!*lines[i] || lines[i][0] == '#')
+        continue;
+      f = g_strsplit (lines[i], " ", -1);
+      nf = g_strv_length (f);
+      if (g_str_equal (f[0], "bounds"))
+        {
+          bounds.min = (guint) atoi (f[1]);
+          bounds.max = (guint) atoi (f[2]);
+        }
+      else if (g_str_equal (f[0], "params"))
+        {
+          for (guint k = 1; k < nf; k++)
+            {
+              g_auto(GStrv) kv = g_strsplit (f[k], "=", 2);
+              double v = g_ascii_strtod (kv[1], NULL);
+
+              if (g_str_equal (kv[0], "margin"))
+                params.wait_margin = v;
+              else if (g_str_equal (kv[0], "gain"))
+                params.min_gain = v;
+              else if (g_str_equal (kv[0], "dwell"))
+                params.dwell_seconds = (guint) v;
+              else if (g_str_equal (kv[0], "stale"))
+                params.stale_seconds = (guint) v;
+              else if (g_str_equal (kv[0], "cooldown"))
+                params.cooldown_seconds = (guint) v;
+              else
+                g_error ("%s: unknown parameter %s", path, kv[0]);
+            }
+        }
+      else if (g_str_equal (f[0], "read"))
+        {
+          if (host)
+            finish_read (ctl, host, decided, &bounds, &params);
+          g_clear_pointer (&host, twed_host_free);
+          t = atoi (f[1]);
+          host = twed_host_new (f[2], "test:///trace");
+          host->reachable = TRUE;
+          host->support = TWED_SUPPORT_YES;
+          host->ncpus = 2;
+        }
+      else if (g_str_equal (f[0], "vm"))
+        add_vm (host, f, nf, t);
+      else if (g_str_equal (f[0], "expect"))
+        {
+          g_auto(GStrv) e = g_strsplit (lines[i], " ", 5);
+          Decided *d = g_hash_table_lookup (decided, e[1]);
+          g_autofree char *target = NULL;
+
+          g_assert_nonnull (d);
+          if (host)
+            {
+              finish_read (ctl, host, decided, &bounds, &params);
+              g_clear_pointer (&host, twed_host_free);
+            }
+          g_assert_true (d->decided);
+          target = twed_setting_to_string (&d->verdict.target);
+          g_test_message ("t=%" G_GINT64_FORMAT " %s: %s -> %s: %s", t, d->name,
+                          twed_auto_decision_to_string (d->verdict.decision), target, d->verdict.reason);
+          if (g_strcmp0 (twed_auto_decision_to_string (d->verdict.decision), e[2]) != 0 ||
+              g_strcmp0 (target, e[3]) != 0 || (e[4] && !strstr (d->verdict.reason, e[4])))
+            g_error ("%s line %u (t=%" G_GINT64_FORMAT "): want %s %s \"%s\", got %s %s: %s", path, i + 1, t,
+                     e[2], e[3], e[4] ? e[4] : "", twed_auto_decision_to_string (d->verdict.decision), target,
+                     d->verdict.reason);
+          nexpect++;
+        }
+      else
+        g_error ("%s line %u: unknown line", path, i + 1);
+    }
+  g_assert_cmpuint (nexpect, >, 0);
+}
+
+/* An auto band with the controller: a pinned and an opted-out VM are
+ * left alone, and max_changes_per_cycle defers steps like any change. */
+static void
+test_plan_limits (void)
+{
+  static const char doc[] =
+    "{\"version\":1,\"name\":\"loop\",\"beyond\":{\"mode\":\"auto\",\"min\":1,\"max\":4},"
+    "\"max_changes_per_cycle\":{\"host\":1},\"auto\":{\"dwell_seconds\":10}}";
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+  g_autoptr(TwedAuto) ctl = twed_auto_new ();
+  const char *names[] = { "a", "b", "pinned", "optout" };
+  TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, ctl };
+  g_autoptr(TwedPlan) plan = NULL;
+  g_autofree char *json = NULL;
+  guint changes = 0, deferred = 0;
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
+  for (int r = 0; r < 2; r++)
+    {
+      g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+      TwedHost *h = twed_host_new ("h", "test:///x");
+
+      h->reachable = TRUE;
+      h->support = TWED_SUPPORT_YES;
+      h->ncpus = 1;
+      for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+        {
+          TwedDomain *d = add_dom (h, names[i], 2, NULL);
+
+          d->uuid = g_strdup_printf ("00000000-0000-0000-0000-0000000000%02u", i);
+          d->manage = i == 2 ? TWED_MANAGE_PINNED : i == 3 ? TWED_MANAGE_OPTOUT : TWED_MANAGE_AUTO;
+          d->signals = twed_domain_signals_new ((gint64) r * 10 * G_USEC_PER_SEC, 1);
+          for (guint v = 0; v < 2; v++)
+            {
+              TwedVcpuSignals *s = twed_domain_signals_vcpu (d->signals, v);
+
+              s->wfe_exits = (guint64) r * 5000;
+              s->wait_ns = (guint64) r * 1000000000;
+              s->time_ns = (guint64) r * 5000000000;
+              s->have = TWED_SIGNALS_ALL;
+            }
+        }
+      twed_host_compute (h);
+      g_ptr_array_add (hosts, h);
+      g_clear_pointer (&plan, twed_plan_free);
+      plan = twed_plan_build (hosts, set, &o);
+    }
+  /* Second read: a dwell (10 s) at off, 1000 exits/s of vCPU time: both step up,
+   * one per cycle on this host. */
+  for (guint i = 0; i < plan->entries->len; i++)
+    {
+      TwedPlanEntry *e = g_ptr_array_index (plan->entries, i);
+
+      g_test_message ("%s: %s: %s", e->domain, twed_action_to_string (e->action), e->reason);
+      if (g_str_equal (e->domain, "pinned") || g_str_equal (e->domain, "optout"))
+        {
+          g_assert_cmpuint (e->action, ==, TWED_ACTION_SKIP);
+          continue;
+        }
+      g_assert_true (e->is_auto);
+      g_assert_cmpuint (e->auto_decision, ==, TWED_AUTO_STEP_UP);
+      g_assert_nonnull (strstr (e->reason, "wfe exits/s 1000 at off"));
+      changes += e->action == TWED_ACTION_CHANGE;
+      deferred += e->action == TWED_ACTION_DEFER;
+    }
+  g_assert_cmpuint (changes, ==, 1);
+  g_assert_cmpuint (deferred, ==, 1);
+  json = twed_plan_to_json (plan, FALSE);
+  g_assert_nonnull (strstr (json, "\"auto\":{\"min\":1,\"max\":4,\"decision\":\"step-up\",\"wfe_exits_per_s\":1000,"
+                                  "\"prev_wfe_exits_per_s\":null,\"runqueue_wait_change\":null}"));
+}
+
+/* twedctl has no history: in-bounds fixed and off stay, the rest goes off. */
+static void
+test_plan_single_run (void)
+{
+  static const char doc[] = "{\"version\":1,\"name\":\"loop\",\"beyond\":{\"mode\":\"auto\",\"min\":1,\"max\":4}}";
+  static const struct { TwedSetting cur; TwedMode want; } cases[] = {
+    { { TWED_MODE_OFF, 0, 0, 0 }, TWED_MODE_OFF },
+    { { TWED_MODE_FIXED, 3, 3, 3 }, TWED_MODE_FIXED },
+    { { TWED_MODE_FIXED, 5, 5, 5 }, TWED_MODE_OFF },
+    { { TWED_MODE_DYNAMIC, 3, 1, 5 }, TWED_MODE_OFF },
+  };
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+      TwedHost *h = twed_host_new ("h", "test:///x");
+      TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, NULL };
+      g_autoptr(TwedPlan) plan = NULL;
+      TwedDomain *d;
+      TwedPlanEntry *e;
+
+      h->reachable = TRUE;
+      h->support = TWED_SUPPORT_YES;
+      h->ncpus = 1;
+      d = add_dom (h, "vm", 2, NULL);
+      d->twed = cases[i].cur;
+      d->has_twed = TRUE;
+      twed_host_compute (h);
+      g_ptr_array_add (hosts, h);
+      plan = twed_plan_build (hosts, set, &o);
+      e = g_ptr_array_index (plan->entries, 0);
+      g_assert_cmpuint (e->target.mode, ==, cases[i].want);
+      g_assert_nonnull (strstr (e->reason, "no signal history"));
+    }
+}
+
+static int
+cmp_name (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+int
+main (int argc, char **argv)
+{
+  const char *dir;
+  g_autoptr(GDir) d = NULL;
+  g_autoptr(GPtrArray) files = g_ptr_array_new_with_free_func (g_free);
+  const char *name;
+
+  g_test_init (&argc, &argv, NULL);
+  if (argc < 2)
+    g_error ("usage: test-auto TRACE-DIR");
+  dir = argv[1];
+  d = g_dir_open (dir, 0, NULL);
+  g_assert_nonnull (d);
+  while ((name = g_dir_read_name (d)))
+    if (g_str_has_suffix (name, ".trace"))
+      g_ptr_array_add (files, g_strdup (name));
+  g_assert_cmpuint (files->len, >=, 8);
+  g_ptr_array_sort (files, cmp_name);
+  for (guint i = 0; i < files->len; i++)
+    {
+      const char *f = g_ptr_array_index (files, i);
+      g_autofree char *base = g_strndup (f, strlen (f) - strlen (".trace"));
+      g_autofree char *tp = g_strdup_printf ("/auto/trace/%s", base);
+
+      g_test_add_data_func_full (tp, g_build_filename (dir, f, NULL), test_trace, g_free);
+    }
+  g_test_add_func ("/auto/plan/limits", test_plan_limits);
+  g_test_add_func ("/auto/plan/single-run", test_plan_single_run);
+  return g_test_run ();
+}
