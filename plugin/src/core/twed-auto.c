@@ -478,6 +478,11 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     }
   if (st->pending == level)
     st->pending = LEVEL_NONE;
+  /* A step decided under other bounds (a policy reload, a band change)
+   * or above a back-off ceiling set since is no longer one to ask for. */
+  if (st->pending >= 0 &&
+      (st->pending < lo || st->pending > MIN (hi, now < st->ceiling_until ? st->ceiling : TWED_DELAY_LIMIT)))
+    st->pending = LEVEL_NONE;
   if (st->pending != LEVEL_NONE)
     {
       /* A decided step that did not happen within a dwell: refused (the

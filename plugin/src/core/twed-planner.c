@@ -127,6 +127,11 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
       TwedAutoVerdict v = { 0 };
 
       twed_auto_decide (ctl, host, dom, bounds, &pol->auto_params, &v);
+      /* The controller only ever asks for off or a fixed delay within
+       * the bounds in force now. */
+      g_assert (v.target.mode == TWED_MODE_OFF ||
+                (v.target.mode == TWED_MODE_FIXED && v.target.delay >= bounds->min &&
+                 v.target.delay <= bounds->max));
       e->target = v.target;
       e->auto_decision = v.decision;
       e->auto_exits_per_s = v.exits_per_s;
