@@ -857,7 +857,7 @@ void
 twed_engine_run_pass_inline (TwedEngine *e, const char *host, GPtrArray *inventory)
 {
   PassJob *job = new_pass (e, host, TRUE);
-  TwedPlanOptions po = { job->generated, 0 };
+  TwedPlanOptions po = { job->generated, 0, job->controller };
 
   /* What the read stage would have found and planned. */
   job->inventory = inventory;

@@ -114,6 +114,28 @@ within_hysteresis (const TwedPolicy *pol, double ratio, const TwedSetting *curre
  * controller (gone, or migrated away for good). */
 #define TWED_AUTO_FORGET_USEC (G_GINT64_CONSTANT (3600) * G_USEC_PER_SEC)
 
+/* Whether a running domain of @host falls under a policy with an auto
+ * band: only such hosts feed the controller (all of their domains, for
+ * the co-located run-queue wait).  Any auto band of the policy counts,
+ * so hysteresis keeping a VM in its auto band is covered. */
+static gboolean
+host_has_auto (const TwedHost *host, const TwedPolicySet *set)
+{
+  for (guint d = 0; d < host->domains->len; d++)
+    {
+      const TwedDomain *dom = g_ptr_array_index (host->domains, d);
+      const TwedPolicy *pol;
+
+      if (!dom->active || !dom->uuid)
+        continue;
+      pol = twed_policy_set_lookup (set, host->name, dom);
+      for (guint b = 0; b <= pol->bands->len; b++)
+        if (twed_policy_band_setting (pol, b)->mode == TWED_MODE_AUTO)
+          return TRUE;
+    }
+  return FALSE;
+}
+
 /* A band in mode auto: the controller's step, or without one (a single
  * run) what the domain has where the bounds allow it. */
 static void
@@ -540,7 +562,7 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
 
       if (!host->reachable)
         continue;
-      if (ctl)
+      if (ctl && host_has_auto (host, set))
         twed_auto_observe (ctl, host, TWED_AUTO_FORGET_USEC);
       for (guint d = 0; d < host->domains->len; d++)
         g_ptr_array_add (plan->entries, plan_domain (host, g_ptr_array_index (host->domains, d), set, ctl));
