@@ -297,6 +297,25 @@ bounds 2..3; the VM stays at 3, the new top.""", (2, 6), P)
     tr.write()
 
 
+def incoming():
+    tr = Trace("incoming", """A live migration under way: the destination host-b lists the VM
+(paused, no signals yet) between two reads of host-a.  host-b's
+decision (off: signals missing) is its own; on host-a the VM keeps
+what was measured there and its next step.""", (2, 5), P)
+    a = Vm("vm", "00000000-0000-0000-0000-000000000014", 21, 2, "0-1", 0.5, table({-1: 1000, 2: 600, 3: 400}, {-1: 0.1}))
+    b = Vm("vm", a.uuid, 4, 2, "0-1", 0.5, a.model)
+    b.no_signals = True
+    first_read(tr, "host-a", [a])
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
+    a.setting = "fixed:2"
+    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:2", "dwell 10 s")
+    tr.read("host-b", [b], dt=5); tr.expect(b, "fallback", "off", "signals missing")
+    a.advance(5)
+    tr.read("host-a", [a], dt=5)
+    tr.expect(a, "step-up", "fixed:3", "wfe exits/s 1000 → 600 at 2, run-queue wait +0 %, step up")
+    tr.write()
+
+
 if __name__ == "__main__":
-    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, narrowed):
+    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, narrowed, incoming):
         f()
