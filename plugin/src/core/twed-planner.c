@@ -291,13 +291,24 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
   return e;
 }
 
-/* Most overcommitted first: they gain or lose most. */
+/* An auto step down or fallback: it undoes a delay that costs more
+ * than it saves, or that nothing measures any more. */
+static gboolean
+is_protective (const TwedPlanEntry *e)
+{
+  return e->is_auto && (e->auto_decision == TWED_AUTO_STEP_DOWN || e->auto_decision == TWED_AUTO_FALLBACK);
+}
+
+/* Protective auto steps first, then the most overcommitted: they gain
+ * or lose most. */
 static int
 cmp_change_priority (gconstpointer a, gconstpointer b)
 {
   const TwedPlanEntry *x = *(TwedPlanEntry *const *) a, *y = *(TwedPlanEntry *const *) b;
   int c;
 
+  if (is_protective (x) != is_protective (y))
+    return is_protective (x) ? -1 : 1;
   if (x->ratio != y->ratio)
     return x->ratio > y->ratio ? -1 : 1;
   if ((c = g_strcmp0 (x->host, y->host)))
