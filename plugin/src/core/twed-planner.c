@@ -400,6 +400,12 @@ twed_budget_hold (TwedBudget *b, const char *why)
   b->hold = g_strdup (why);
 }
 
+const char *
+twed_budget_get_hold (const TwedBudget *b)
+{
+  return b->hold;
+}
+
 static GHashTable *
 counts_copy (GHashTable *from)
 {
