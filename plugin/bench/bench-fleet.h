@@ -33,8 +33,8 @@ bench_rss_mib (void)
   return ru.ru_maxrss / 1024.0;
 }
 
-/* A region's policies: a default with a per-host cap, a flavor's, and a
- * narrow one. */
+/* A region's policies: a default with a per-host cap, a flavor's, a
+ * narrow one, and the closed loop on a tenth of the hosts. */
 static const char *const bench_policy_json[] = {
   "{\"version\":1,\"name\":\"default\",\"bands\":[{\"up_to\":1,\"mode\":\"off\"},"
   "{\"up_to\":2,\"mode\":\"fixed\",\"delay\":3}],\"beyond\":{\"mode\":\"dynamic\","
@@ -43,6 +43,8 @@ static const char *const bench_policy_json[] = {
   "\"beyond\":{\"mode\":\"dynamic\",\"delay\":2,\"min\":1,\"max\":4}}",
   "{\"version\":1,\"name\":\"edge\",\"match\":{\"hosts\":[\"host-9*\"],"
   "\"domains\":[\"*-7\"]},\"beyond\":{\"mode\":\"fixed\",\"delay\":2}}",
+  "{\"version\":1,\"name\":\"closed-loop\",\"priority\":5,\"match\":{\"hosts\":[\"host-*3\"]},"
+  "\"bands\":[{\"up_to\":1,\"mode\":\"off\"}],\"beyond\":{\"mode\":\"auto\",\"min\":1,\"max\":4}}",
 };
 
 static inline TwedPolicy *
@@ -81,6 +83,24 @@ bench_host (guint h, GRand *rand)
       guint n = 1 + g_rand_int_range (rand, 0, 8);
 
       d->active = v % 10 != 9;
+      d->uuid = g_strdup_printf ("%08x-0000-4000-8000-%012x", h, v);
+      if (d->active)
+        {
+          /* The bulk stats' VCPU group, as every read has it: counters
+           * that grow with the time of the read. */
+          gint64 at = g_get_real_time ();
+
+          d->signals = twed_domain_signals_new (at, (int) v + 1);
+          for (guint i = 0; i < n; i++)
+            {
+              TwedVcpuSignals *s = twed_domain_signals_vcpu (d->signals, i);
+
+              s->wfe_exits = (guint64) at / 1000;
+              s->wait_ns = (guint64) at * 10;
+              s->time_ns = (guint64) at * 500;
+              s->have = TWED_SIGNALS_ALL;
+            }
+        }
       d->flavor = g_strdup (v % 3 ? "m1.large" : "c1.xlarge");
       twed_domain_set_vcpus (d, n);
       if (v % 5 == 0)

@@ -59,7 +59,10 @@ check "bad configuration: group and key named" grep -q "\[twed\] unknown key 'bo
 expect_rc 2 "no hosts" "$twedctl" plan --config "$tmp/empty.conf" -P "$demo/policies.d"
 expect_rc 2 "unknown option" "$twedctl" plan --frobnicate
 expect_rc 2 "set: long delay refused" "$twedctl" set web-1 --mode fixed --delay 7 "${H[@]}"
-expect_rc 2 "set: fixed with --min refused" "$twedctl" set web-1 --mode fixed --delay 2 --min 1 "${H[@]}"
+expect_rc 2 "set: fixed with stored bounds not holding the delay refused" \
+    "$twedctl" set web-1 --mode fixed --delay 2 --min 3 "${H[@]}"
+check "set: fixed bounds refusal names --min" grep -q -- '--min (3) must not exceed --delay (2)' "$tmp/err"
+expect_rc 2 "set: fixed --max below the delay refused" "$twedctl" set web-1 --mode fixed --delay 2 --max 1 "${H[@]}"
 expect_rc 2 "policy check: invalid" "$twedctl" policy check "$data/bad-long-delay.json"
 expect_rc 0 "policy check: demo policies" "$twedctl" policy check "$demo/policies.d/"*.json
 expect_rc 0 "apply --dry-run" "$twedctl" apply --dry-run -c "test://$demo/host-b.xml" -P "$demo/policies.d"
@@ -74,6 +77,17 @@ else
     check "apply: five applied" grep -q 'applied 5, failed 0' "$tmp/out"
     check "apply --status shows new values" grep -q 'web-1 .*running .* fixed:3 ' "$tmp/out"
     expect_rc 0 "set pins a VM" "$twedctl" set web-1 --mode fixed --delay 2 -c "test://$demo/host-b.xml"
+    # libvirt keeps min/max in every mode and checks min <= delay <= max
+    # against them: a fixed delay outside the stored bounds must still apply.
+    expect_rc 0 "apply: band fixed:3 over stored bounds 4..6" \
+        "$twedctl" apply --status -c "test://$data/stored-bounds.xml" -P "$demo/policies.d"
+    check "apply over stored bounds: both applied" grep -q 'applied 2, failed 0' "$tmp/out"
+    check "apply over stored bounds: web-1 at fixed:3" grep -q 'web-1 .*running .* fixed:3 ' "$tmp/out"
+    expect_rc 0 "set: fixed below the stored bounds" \
+        "$twedctl" set web-1 --mode fixed --delay 3 -c "test://$data/stored-bounds.xml"
+    expect_rc 0 "set: fixed with its own stored bounds" \
+        "$twedctl" set web-1 --mode fixed --delay 2 --min 1 --max 4 -c "test://$data/stored-bounds.xml"
+    check "set: fixed with bounds reports fixed:2" grep -q 'web-1: fixed:2' "$tmp/out"
 fi
 
 # The metadata forms twedctl set writes, and the demo's opt-out, follow

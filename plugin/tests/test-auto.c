@@ -322,6 +322,55 @@ test_plan_single_run (void)
     }
 }
 
+/* A protective auto step (down, or a fallback to off) is granted before
+ * an ordinary change of a more overcommitted VM when the budget holds
+ * only one. */
+static void
+test_plan_protective_first (void)
+{
+  static const char doc[] = "{\"version\":1,\"name\":\"loop\",\"bands\":[{\"up_to\":3,\"mode\":\"auto\","
+    "\"min\":1,\"max\":4}],\"beyond\":{\"mode\":\"fixed\",\"delay\":3},"
+    "\"max_changes_per_cycle\":{\"host\":1}}";
+  static const char *const pin0[] = { "0", "0", "0", "0", NULL };
+  static const char *const pin1[] = { "1", "1", NULL };
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+  g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+  TwedHost *h = twed_host_new ("h", "test:///x");
+  TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, NULL };
+  g_autoptr(TwedPlan) plan = NULL;
+  TwedDomain *d;
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
+  h->reachable = TRUE;
+  h->support = TWED_SUPPORT_YES;
+  h->ncpus = 2;
+  /* ratio 4: beyond, off -> fixed:3 */
+  add_dom (h, "big", 4, pin0);
+  /* ratio 2: the auto band, at a dynamic setting it steps down from */
+  d = add_dom (h, "loop", 2, pin1);
+  d->twed = (TwedSetting) { TWED_MODE_DYNAMIC, 3, 1, 5 };
+  d->has_twed = TRUE;
+  twed_host_compute (h);
+  g_ptr_array_add (hosts, h);
+  plan = twed_plan_build (hosts, set, &o);
+  for (guint i = 0; i < plan->entries->len; i++)
+    {
+      TwedPlanEntry *e = g_ptr_array_index (plan->entries, i);
+
+      g_test_message ("%s: ratio %.2f %s", e->domain, e->ratio, e->reason);
+      if (g_str_equal (e->domain, "loop"))
+        {
+          g_assert_cmpuint (e->auto_decision, ==, TWED_AUTO_STEP_DOWN);
+          g_assert_cmpuint (e->action, ==, TWED_ACTION_CHANGE);
+        }
+      else
+        {
+          g_assert_cmpfloat (e->ratio, >, 2.5);
+          g_assert_cmpuint (e->action, ==, TWED_ACTION_DEFER);
+        }
+    }
+}
+
 static int
 cmp_name (gconstpointer a, gconstpointer b)
 {
@@ -357,5 +406,6 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/auto/plan/limits", test_plan_limits);
   g_test_add_func ("/auto/plan/single-run", test_plan_single_run);
+  g_test_add_func ("/auto/plan/protective-first", test_plan_protective_first);
   return g_test_run ();
 }

@@ -10,8 +10,8 @@ twedctl_set (Twedctl *ctl, int argc, char **argv)
   const GOptionEntry entries[] = {
     { "mode", 'm', 0, G_OPTION_ARG_STRING, &mode, "off, fixed or dynamic", "MODE" },
     { "delay", 'd', 0, G_OPTION_ARG_INT, &delay, "TWEDEL 0..15 (fixed; start value for dynamic)", "N" },
-    { "min", 0, 0, G_OPTION_ARG_INT, &min, "Dynamic lower clamp 0..15", "N" },
-    { "max", 0, 0, G_OPTION_ARG_INT, &max, "Dynamic upper clamp 0..15", "N" },
+    { "min", 0, 0, G_OPTION_ARG_INT, &min, "Lower clamp 0..15 (dynamic; stored bound for fixed)", "N" },
+    { "max", 0, 0, G_OPTION_ARG_INT, &max, "Upper clamp 0..15 (dynamic; stored bound for fixed)", "N" },
     { "allow-long-delays", 0, 0, G_OPTION_ARG_NONE, &allow_long, "Allow values above 5", NULL },
     { "auto", 0, 0, G_OPTION_ARG_NONE, &automatic, "Unpin: let the policies manage the VM again", NULL },
     { "opt-out", 0, 0, G_OPTION_ARG_NONE, &optout, "Opt the VM out: never touched by the plugin", NULL },
@@ -41,12 +41,32 @@ twedctl_set (Twedctl *ctl, int argc, char **argv)
       s.delay = delay < 0 ? 0 : (guint) delay;
       s.min = min < 0 ? 0 : (guint) min;
       s.max = max < 0 ? 0 : (guint) max;
-      if (!twed_setting_validate (&s, (delay >= 0 ? TWED_FIELD_DELAY : 0) | (min >= 0 ? TWED_FIELD_MIN : 0) |
-                                  (max >= 0 ? TWED_FIELD_MAX : 0), limit, &names, &field, &error))
-        return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: %s%s%s",
-                             field == TWED_FIELD_DELAY ? names.delay : field == TWED_FIELD_MIN ? names.min
-                             : field == TWED_FIELD_MAX ? names.max : "", field ? ": " : "", error->message);
-      twed_setting_normalize (&s);
+      if (s.mode == TWED_MODE_FIXED)
+        {
+          TwedSetting bounds = { TWED_MODE_DYNAMIC, s.delay, min < 0 ? s.delay : s.min,
+                                 max < 0 ? s.delay : s.max };
+
+          /* fixed takes --min/--max as the bounds libvirt stores for a
+           * later change to dynamic (interfaces.md section 3); they must
+           * hold the delay, and default to it. */
+          if (!twed_setting_validate (&s, delay >= 0 ? TWED_FIELD_DELAY : 0, limit, &names, &field, &error) ||
+              !twed_setting_validate (&bounds, TWED_FIELD_DELAY | TWED_FIELD_MIN | TWED_FIELD_MAX, limit,
+                                      &names, &field, &error))
+            return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: %s%s%s",
+                                 field == TWED_FIELD_DELAY ? names.delay : field == TWED_FIELD_MIN ? names.min
+                                 : field == TWED_FIELD_MAX ? names.max : "", field ? ": " : "", error->message);
+          s.min = bounds.min;
+          s.max = bounds.max;
+        }
+      else
+        {
+          if (!twed_setting_validate (&s, (delay >= 0 ? TWED_FIELD_DELAY : 0) | (min >= 0 ? TWED_FIELD_MIN : 0) |
+                                      (max >= 0 ? TWED_FIELD_MAX : 0), limit, &names, &field, &error))
+            return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: %s%s%s",
+                                 field == TWED_FIELD_DELAY ? names.delay : field == TWED_FIELD_MIN ? names.min
+                                 : field == TWED_FIELD_MAX ? names.max : "", field ? ": " : "", error->message);
+          twed_setting_normalize (&s);
+        }
     }
   else if (delay >= 0 || min >= 0 || max >= 0 || allow_long)
     return twedctl_fail (TWEDCTL_EXIT_USAGE, "set: --delay/--min/--max need --mode");

@@ -261,6 +261,7 @@ save_state (TwedEngine *e, gboolean now)
   g_hash_table_unref (s->per_policy);
   g_hash_table_unref (s->per_host);
   twed_budget_export (e->budget, &s->granted, &s->per_policy, &s->per_host);
+  s->hold = g_strdup (twed_budget_get_hold (e->budget));
   twed_backend_save_vms (e->backend, s->vms);
   text = twed_state_to_json (s);
   data = g_bytes_new_take (text, strlen (text));
@@ -319,6 +320,9 @@ load_state (TwedEngine *e)
                  "so nothing is changed before the next interval", e->state_path, error->message, aside);
       (void) g_rename (e->state_path, aside);
       twed_budget_hold (e->budget, "state file unreadable at start: no change before the next interval");
+      /* Kept at once: a second restart within the interval must hold
+       * too, not find no file and change everything. */
+      save_state (e, TRUE);
       return;
     }
   held = twed_backend_restore_vms (e->backend, s->vms);
@@ -327,6 +331,8 @@ load_state (TwedEngine *e)
     {
       e->interval_started = g_get_monotonic_time () - (real - s->interval_started);
       twed_budget_import (e->budget, s->granted, s->per_policy, s->per_host);
+      if (s->hold)
+        twed_budget_hold (e->budget, s->hold);
       carried = TRUE;
     }
   g_message ("state from %s: %u VM(s) held; %s", e->state_path, held,
@@ -857,7 +863,7 @@ void
 twed_engine_run_pass_inline (TwedEngine *e, const char *host, GPtrArray *inventory)
 {
   PassJob *job = new_pass (e, host, TRUE);
-  TwedPlanOptions po = { job->generated, 0 };
+  TwedPlanOptions po = { job->generated, 0, job->controller };
 
   /* What the read stage would have found and planned. */
   job->inventory = inventory;

@@ -53,10 +53,15 @@ typedef struct {
   gint64 pending_at;
 } VmState;
 
+/* State is kept per (host, uuid): a pass reads and forgets only within
+ * its host, and the two sides of a live migration keep their own.  The
+ * lock covers the two maps only; each host's table is used by the one
+ * pass over that host at a time. */
 struct _TwedAuto {
   gint refs;
   GMutex lock;              /* passes over different hosts run on workers */
-  GHashTable *vms;          /* uuid -> VmState */
+  GHashTable *hosts;        /* host name -> (uuid -> VmState) */
+  GHashTable *where;        /* uuid -> host name it was last read on */
 };
 
 void
@@ -127,7 +132,8 @@ twed_auto_new (void)
 
   ctl->refs = 1;
   g_mutex_init (&ctl->lock);
-  ctl->vms = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) vm_state_free);
+  ctl->hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_hash_table_unref);
+  ctl->where = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   return ctl;
 }
 
@@ -143,7 +149,8 @@ twed_auto_unref (TwedAuto *ctl)
 {
   if (!ctl || !g_atomic_int_dec_and_test (&ctl->refs))
     return;
-  g_hash_table_unref (ctl->vms);
+  g_hash_table_unref (ctl->hosts);
+  g_hash_table_unref (ctl->where);
   g_mutex_clear (&ctl->lock);
   g_free (ctl);
 }
@@ -237,7 +244,7 @@ missing_signal (guint have)
 
 /* Deltas of one domain's counters since its previous read. */
 static void
-observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom)
+observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const char *was_on)
 {
   const TwedDomainSignals *sig = dom->signals;
   double exits = 0, time_ns = 0, wait_ns = 0;
@@ -272,10 +279,12 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom)
   st->twed_delay = twed_delay;
   st->seen_at = sig->at;
 
-  if (!st->prev)
+  /* Read on another host since (migrated, maybe back again): what was
+   * measured here before belongs to another process. */
+  if (was_on && g_strcmp0 (was_on, host->name) != 0)
+    reset = g_strdup_printf ("now on %s, was on %s (migrated)", host->name, was_on);
+  else if (!st->prev)
     reset = g_strdup ("first read of its signals");
-  else if (g_strcmp0 (st->host, host->name) != 0)
-    reset = g_strdup_printf ("now on %s, was on %s (migrated)", host->name, st->host);
   else if (st->id != sig->id)
     reset = g_strdup_printf ("domain id %d, was %d (restarted or migrated back)", sig->id, st->id);
   else if (st->prev->len != sig->vcpus->len)
@@ -337,8 +346,15 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
   g_autoptr(GPtrArray) states = g_ptr_array_new ();
   g_autoptr(GPtrArray) doms = g_ptr_array_new ();
   gint64 now = G_MININT64;
+  GHashTable *vms;
 
   g_mutex_lock (&ctl->lock);
+  vms = g_hash_table_lookup (ctl->hosts, host->name);
+  if (!vms)
+    {
+      vms = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) vm_state_free);
+      g_hash_table_insert (ctl->hosts, g_strdup (host->name), vms);
+    }
   for (guint i = 0; i < host->domains->len; i++)
     {
       const TwedDomain *dom = g_ptr_array_index (host->domains, i);
@@ -346,13 +362,15 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
 
       if (!dom->active || !dom->uuid)
         continue;
-      st = g_hash_table_lookup (ctl->vms, dom->uuid);
+      st = g_hash_table_lookup (vms, dom->uuid);
       if (!st)
         {
           st = vm_state_new ();
-          g_hash_table_insert (ctl->vms, g_strdup (dom->uuid), st);
+          g_hash_table_insert (vms, g_strdup (dom->uuid), st);
         }
-      observe_domain (st, host, dom);
+      observe_domain (st, host, dom, g_hash_table_lookup (ctl->where, dom->uuid));
+      if (dom->signals)
+        g_hash_table_replace (ctl->where, g_strdup (dom->uuid), g_strdup (host->name));
       if (dom->signals)
         now = MAX (now, dom->signals->at);
       g_ptr_array_add (states, st);
@@ -399,10 +417,16 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
       GHashTableIter it;
       VmState *st;
 
-      g_hash_table_iter_init (&it, ctl->vms);
-      while (g_hash_table_iter_next (&it, NULL, (gpointer *) &st))
-        if (g_strcmp0 (st->host, host->name) == 0 && now - st->seen_at > forget_after)
-          g_hash_table_iter_remove (&it);
+      const char *uuid;
+
+      g_hash_table_iter_init (&it, vms);
+      while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &st))
+        if (now - st->seen_at > forget_after)
+          {
+            if (g_strcmp0 (g_hash_table_lookup (ctl->where, uuid), host->name) == 0)
+              g_hash_table_remove (ctl->where, uuid);
+            g_hash_table_iter_remove (&it);
+          }
     }
   g_mutex_unlock (&ctl->lock);
 }
@@ -450,7 +474,11 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   out->exits_per_s = out->prev_exits_per_s = out->wait_change = NAN;
   out->reason = NULL;
   g_mutex_lock (&ctl->lock);
-  st = dom->uuid ? g_hash_table_lookup (ctl->vms, dom->uuid) : NULL;
+  {
+    GHashTable *vms = g_hash_table_lookup (ctl->hosts, host->name);
+
+    st = vms && dom->uuid ? g_hash_table_lookup (vms, dom->uuid) : NULL;
+  }
 
   if (!st || !dom->signals || st->missing || g_strcmp0 (st->host, host->name) != 0)
     {
@@ -477,6 +505,11 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       goto done;
     }
   if (st->pending == level)
+    st->pending = LEVEL_NONE;
+  /* A step decided under other bounds (a policy reload, a band change)
+   * or above a back-off ceiling set since is no longer one to ask for. */
+  if (st->pending >= 0 &&
+      (st->pending < lo || st->pending > MIN (hi, now < st->ceiling_until ? st->ceiling : TWED_DELAY_LIMIT)))
     st->pending = LEVEL_NONE;
   if (st->pending != LEVEL_NONE)
     {

@@ -114,6 +114,28 @@ within_hysteresis (const TwedPolicy *pol, double ratio, const TwedSetting *curre
  * controller (gone, or migrated away for good). */
 #define TWED_AUTO_FORGET_USEC (G_GINT64_CONSTANT (3600) * G_USEC_PER_SEC)
 
+/* Whether a running domain of @host falls under a policy with an auto
+ * band: only such hosts feed the controller (all of their domains, for
+ * the co-located run-queue wait).  Any auto band of the policy counts,
+ * so hysteresis keeping a VM in its auto band is covered. */
+static gboolean
+host_has_auto (const TwedHost *host, const TwedPolicySet *set)
+{
+  for (guint d = 0; d < host->domains->len; d++)
+    {
+      const TwedDomain *dom = g_ptr_array_index (host->domains, d);
+      const TwedPolicy *pol;
+
+      if (!dom->active || !dom->uuid)
+        continue;
+      pol = twed_policy_set_lookup (set, host->name, dom);
+      for (guint b = 0; b <= pol->bands->len; b++)
+        if (twed_policy_band_setting (pol, b)->mode == TWED_MODE_AUTO)
+          return TRUE;
+    }
+  return FALSE;
+}
+
 /* A band in mode auto: the controller's step, or without one (a single
  * run) what the domain has where the bounds allow it. */
 static void
@@ -127,6 +149,11 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
       TwedAutoVerdict v = { 0 };
 
       twed_auto_decide (ctl, host, dom, bounds, &pol->auto_params, &v);
+      /* The controller only ever asks for off or a fixed delay within
+       * the bounds in force now. */
+      g_assert (v.target.mode == TWED_MODE_OFF ||
+                (v.target.mode == TWED_MODE_FIXED && v.target.delay >= bounds->min &&
+                 v.target.delay <= bounds->max));
       e->target = v.target;
       e->auto_decision = v.decision;
       e->auto_exits_per_s = v.exits_per_s;
@@ -264,13 +291,24 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
   return e;
 }
 
-/* Most overcommitted first: they gain or lose most. */
+/* An auto step down or fallback: it undoes a delay that costs more
+ * than it saves, or that nothing measures any more. */
+static gboolean
+is_protective (const TwedPlanEntry *e)
+{
+  return e->is_auto && (e->auto_decision == TWED_AUTO_STEP_DOWN || e->auto_decision == TWED_AUTO_FALLBACK);
+}
+
+/* Protective auto steps first, then the most overcommitted: they gain
+ * or lose most. */
 static int
 cmp_change_priority (gconstpointer a, gconstpointer b)
 {
   const TwedPlanEntry *x = *(TwedPlanEntry *const *) a, *y = *(TwedPlanEntry *const *) b;
   int c;
 
+  if (is_protective (x) != is_protective (y))
+    return is_protective (x) ? -1 : 1;
   if (x->ratio != y->ratio)
     return x->ratio > y->ratio ? -1 : 1;
   if ((c = g_strcmp0 (x->host, y->host)))
@@ -360,6 +398,12 @@ twed_budget_hold (TwedBudget *b, const char *why)
 {
   g_free (b->hold);
   b->hold = g_strdup (why);
+}
+
+const char *
+twed_budget_get_hold (const TwedBudget *b)
+{
+  return b->hold;
 }
 
 static GHashTable *
@@ -535,7 +579,7 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
 
       if (!host->reachable)
         continue;
-      if (ctl)
+      if (ctl && host_has_auto (host, set))
         twed_auto_observe (ctl, host, TWED_AUTO_FORGET_USEC);
       for (guint d = 0; d < host->domains->len; d++)
         g_ptr_array_add (plan->entries, plan_domain (host, g_ptr_array_index (host->domains, d), set, ctl));

@@ -99,6 +99,8 @@ void        twed_budget_charge (TwedBudget *budget, guint changes);
 /* Grants nothing more, every change deferred with @why (until the next
  * budget). */
 void        twed_budget_hold (TwedBudget *budget, const char *why);
+/* Why the budget grants nothing, NULL when it grants. */
+const char *twed_budget_get_hold (const TwedBudget *budget);
 /* What was granted: the overall total, and the counts per policy and per
  * "policy\nhost" (new tables, string -> GUINT count), to keep across a
  * restart; imported counts add to what is there. */

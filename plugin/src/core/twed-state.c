@@ -38,6 +38,7 @@ twed_state_free (TwedState *s)
   g_hash_table_unref (s->per_policy);
   g_hash_table_unref (s->per_host);
   g_ptr_array_unref (s->vms);
+  g_free (s->hold);
   g_free (s);
 }
 
@@ -104,6 +105,11 @@ twed_state_to_json (const TwedState *s)
   json_builder_add_int_value (b, s->interval);
   json_builder_set_member_name (b, "granted");
   json_builder_add_int_value (b, s->granted);
+  if (s->hold)
+    {
+      json_builder_set_member_name (b, "hold");
+      json_builder_add_string_value (b, s->hold);
+    }
   add_counts (b, "per_policy", s->per_policy);
   add_counts (b, "per_host", s->per_host);
   json_builder_end_object (b);
@@ -244,6 +250,7 @@ twed_state_from_json (const char *data, gssize len, GError **error)
   gsize n = len < 0 ? strlen (data) : (gsize) len;
   JsonNode *root, *iv, *vms;
   JsonObject *o, *io;
+  const char *hold;
   gint64 version, started, seconds, granted;
 
   /* The same strictness as policies: duplicate members, trailing
@@ -274,7 +281,8 @@ twed_state_from_json (const char *data, gssize len, GError **error)
   io = json_node_get_object (iv);
   if (!get_int (io, "started", MAX_MS, &started, error) || !get_int (io, "seconds", 86400, &seconds, error) ||
       !get_int (io, "granted", MAX_COUNT, &granted, error) ||
-      !get_counts (io, "per_policy", s->per_policy, error) || !get_counts (io, "per_host", s->per_host, error))
+      !get_counts (io, "per_policy", s->per_policy, error) || !get_counts (io, "per_host", s->per_host, error) ||
+      !(hold = get_string (io, "hold", TRUE, error)))
     {
       g_prefix_error (error, "\"interval\": ");
       return NULL;
@@ -282,6 +290,7 @@ twed_state_from_json (const char *data, gssize len, GError **error)
   s->interval_started = started * 1000;
   s->interval = (guint) seconds;
   s->granted = (guint) granted;
+  s->hold = *hold ? g_strdup (hold) : NULL;
   vms = json_object_get_member (o, "vms");
   if (!vms || !JSON_NODE_HOLDS_ARRAY (vms))
     {

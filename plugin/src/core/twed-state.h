@@ -27,6 +27,7 @@ typedef struct {
   guint granted;            /* the budget's overall total */
   GHashTable *per_policy;   /* policy -> GUINT granted */
   GHashTable *per_host;     /* "policy\nhost" -> GUINT granted */
+  char *hold;               /* the interval grants nothing, why; NULL = it grants */
   GPtrArray *vms;           /* TwedVmRecord */
 } TwedState;
 

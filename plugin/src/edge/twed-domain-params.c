@@ -24,14 +24,22 @@ twed_domain_params_set (virDomainPtr dom, const TwedSetting *s, gboolean live, g
   if (virTypedParamsAddString (&params, &nparams, &maxparams, VIR_DOMAIN_TWED_MODE,
                                twed_mode_to_string (s->mode)) < 0)
     goto out;
-  /* off takes no values; fixed only a delay; dynamic all three. */
-  if (s->mode != TWED_MODE_OFF &&
-      virTypedParamsAddUInt (&params, &nparams, &maxparams, VIR_DOMAIN_TWED_DELAY, s->delay) < 0)
-    goto out;
-  if (s->mode == TWED_MODE_DYNAMIC &&
-      (virTypedParamsAddUInt (&params, &nparams, &maxparams, VIR_DOMAIN_TWED_MIN, s->min) < 0 ||
-       virTypedParamsAddUInt (&params, &nparams, &maxparams, VIR_DOMAIN_TWED_MAX, s->max) < 0))
-    goto out;
+  /* off takes no values. fixed and dynamic send all three: libvirt keeps
+   * min/max in every mode and checks min <= delay <= max against the
+   * stored bounds too, so a fixed delay outside them would be refused.
+   * fixed sends the bounds it was given when they hold the delay, else
+   * min = max = delay (what Get reports in fixed). */
+  if (s->mode != TWED_MODE_OFF)
+    {
+      gboolean bounded = s->mode == TWED_MODE_DYNAMIC || (s->min <= s->delay && s->delay <= s->max);
+      guint lo = bounded ? s->min : s->delay;
+      guint hi = bounded ? s->max : s->delay;
+
+      if (virTypedParamsAddUInt (&params, &nparams, &maxparams, VIR_DOMAIN_TWED_DELAY, s->delay) < 0 ||
+          virTypedParamsAddUInt (&params, &nparams, &maxparams, VIR_DOMAIN_TWED_MIN, lo) < 0 ||
+          virTypedParamsAddUInt (&params, &nparams, &maxparams, VIR_DOMAIN_TWED_MAX, hi) < 0)
+        goto out;
+    }
   if (virDomainSetTwedParameters (dom, params, nparams, flags) < 0)
     goto out;
   ok = TRUE;

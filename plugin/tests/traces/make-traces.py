@@ -70,6 +70,9 @@ class Trace:
     def expect(self, vm, decision, target, text=""):
         self.out.append(f"expect {vm.name} {decision} {target} {text}".rstrip())
 
+    def bounds(self, lo, hi):
+        self.out.append(f"bounds {lo} {hi}")
+
     def write(self):
         with open(os.path.join(HERE, self.name + ".trace"), "w") as f:
             f.write("\n".join(self.out) + "\n")
@@ -276,6 +279,43 @@ through then).""", (2, 6), P)
     tr.write()
 
 
+def narrowed():
+    tr = Trace("narrowed", """Bounds narrowed while a step is pending: a step to 4 decided under
+2..6 and not in force yet is dropped when a policy reload makes the
+bounds 2..3; the VM stays at 3, the new top.""", (2, 6), P)
+    a = Vm("vm", "00000000-0000-0000-0000-000000000013", 2, 2, "0-1", 0.5,
+           table({-1: 1000, 2: 800, 3: 500, 4: 300}, {-1: 0.1}))
+    first_read(tr, "host-a", [a])
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
+    a.setting = "fixed:2"
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:3")
+    a.setting = "fixed:3"
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
+    tr.read("host-a", [a]); tr.bounds(2, 3)
+    tr.expect(a, "hold", "fixed:3", "dwell 10 s of 20 s at 3")
+    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "hold: at the bound")
+    tr.write()
+
+
+def incoming():
+    tr = Trace("incoming", """A live migration under way: the destination host-b lists the VM
+(paused, no signals yet) between two reads of host-a.  host-b's
+decision (off: signals missing) is its own; on host-a the VM keeps
+what was measured there and its next step.""", (2, 5), P)
+    a = Vm("vm", "00000000-0000-0000-0000-000000000014", 21, 2, "0-1", 0.5, table({-1: 1000, 2: 600, 3: 400}, {-1: 0.1}))
+    b = Vm("vm", a.uuid, 4, 2, "0-1", 0.5, a.model)
+    b.no_signals = True
+    first_read(tr, "host-a", [a])
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
+    a.setting = "fixed:2"
+    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:2", "dwell 10 s")
+    tr.read("host-b", [b], dt=5); tr.expect(b, "fallback", "off", "signals missing")
+    a.advance(5)
+    tr.read("host-a", [a], dt=5)
+    tr.expect(a, "step-up", "fixed:3", "wfe exits/s 1000 → 600 at 2, run-queue wait +0 %, step up")
+    tr.write()
+
+
 if __name__ == "__main__":
-    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling):
+    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, narrowed, incoming):
         f()
