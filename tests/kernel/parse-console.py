@@ -30,7 +30,8 @@ TAP = re.compile(r'^(not )?ok (\d+) (.*)$')
 PLAN = re.compile(r'^1\.\.(\d+)$')
 CAP = re.compile(r'^# KVM_CAP_ARM_TWED = (0x[0-9a-f]+|0) \(system\)')
 ABSENT_REASON = 'FEAT_TWED not implemented'
-CEILING_SKIP = re.compile(r"kvm-arm\.twed_max=(-?\d+) is below the case's (\d+)")
+CEILING_SKIP = re.compile(r"kvm-arm\.twed_max=(\d+) is below the case's (\d+)")
+CEILING_OFF_SKIP = 'kvm-arm.twed_max=off allows no TWED'
 CMDLINE_MAX = re.compile(r'Kernel command line:.*\bkvm-arm\.twed_max=(\S+)')
 # Kernel messages may interleave with a program's output on the console.
 KMSG = re.compile(r'^\[\s*\d+\.\d+\] ')
@@ -38,11 +39,13 @@ KMSG = re.compile(r'^\[\s*\d+\.\d+\] ')
 
 def ceiling_skip(desc, twed_max):
     """True for a skip that the booted kvm-arm.twed_max= explains."""
-    m = CEILING_SKIP.search(desc)
-    if not m or twed_max is None:
+    if twed_max is None:
         return False
     booted = int(twed_max) if twed_max.isdigit() and int(twed_max) <= 15 else -1
-    return int(m.group(1)) == booted and booted < int(m.group(2))
+    if booted < 0:
+        return CEILING_OFF_SKIP in desc
+    m = CEILING_SKIP.search(desc)
+    return bool(m) and int(m.group(1)) == booted and booted < int(m.group(2))
 
 
 def judge_twed_test(lines, errors, twed_max=None):
