@@ -42,9 +42,6 @@
  * into thousands of threads and libvirt calls at once. */
 #define STUCK_AFTER_S 15
 #define EXTRA_WORKERS_FACTOR 2
-/* A pass inside a worker this long (or 2 x interval, if longer) is
- * reported: its host is shown down and the pass as stuck. */
-#define HUNG_AFTER_S 120
 /* Budget and VM history are written at most this long after they
  * changed by an apply.  A grant is written at once, and its changes are
  * made only once it is on disk. */
@@ -941,11 +938,14 @@ static void
 size_pool (TwedEngine *e)
 {
   gint64 now = g_get_monotonic_time ();
-  gint64 hung_after = (gint64) MAX (2 * e->config->interval, HUNG_AFTER_S) * G_USEC_PER_SEC;
+  /* A pass inside a worker this long is reported: its host is shown
+   * down and the pass as stuck. */
+  gint64 hung_after = (gint64) MAX (2 * e->config->interval, e->config->hung_pass_after) * G_USEC_PER_SEC;
   g_autoptr(GArray) since = g_array_sized_new (FALSE, FALSE, sizeof (gint64), g_hash_table_size (e->running));
   GHashTableIter it;
   gpointer value;
   guint hung = 0, extra;
+  gboolean newly_hung = FALSE;
 
   /* Passes of a replaced backend too: they hold workers all the same. */
   g_hash_table_iter_init (&it, e->running);
@@ -975,11 +975,16 @@ size_pool (TwedEngine *e)
               job->hung_reported = TRUE;
               twed_log_host (G_LOG_LEVEL_WARNING, job->host, "%s: a libvirt call does not return", why);
               twed_plan_store_mark_down (e->plans, job->host, why);
-              render_soon (e);
+              newly_hung = TRUE;
             }
         }
     }
-  e->counters.passes_stuck = hung;
+  /* Rendered with the count as it is now, whichever way it moved. */
+  if (newly_hung || hung != e->counters.passes_stuck)
+    {
+      e->counters.passes_stuck = hung;
+      render_soon (e);
+    }
   extra = twed_engine_extra_workers (e->config->threads, (const gint64 *) since->data, since->len, now);
   g_thread_pool_set_max_threads (e->pool, (int) (MAX (e->config->threads, 1u) + extra), NULL);
 }
