@@ -1217,9 +1217,6 @@ set_options (TwedBackend *b, const TwedBackendOptions *opts)
     o.connect_timeout = 30;
   if (!o.definition_max_age)
     o.definition_max_age = 600;
-  b->opts.readonly = o.readonly;
-  b->opts.readonly_fallback = o.readonly_fallback;
-  b->opts.events = o.events;
 #define SET(field) g_atomic_int_set ((gint *) &b->opts.field, (gint) o.field)
   SET (threads);
   SET (keepalive_interval);
@@ -1237,6 +1234,12 @@ twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
   TwedBackend *b = g_new0 (TwedBackend, 1);
 
   b->ref = 1;
+  /* What connections are (read-only or not, with events): fixed for the
+   * backend's life, as a reconfiguration keeps the connections it has
+   * (and workers read these without synchronization). */
+  b->opts.readonly = opts->readonly;
+  b->opts.readonly_fallback = opts->readonly_fallback;
+  b->opts.events = opts->events;
   set_options (b, opts);
   g_mutex_init (&b->table_lock);
   g_mutex_init (&b->changes_lock);

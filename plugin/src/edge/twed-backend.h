@@ -42,7 +42,8 @@ void         twed_backend_unref_elsewhere (TwedBackend *backend);
  * they are (connection, cached definitions, what was done to their VMs:
  * min_change_interval and failure backoffs keep holding); new ones are
  * added, removed ones disconnected on a thread of their own.  The
- * options take effect at their next use; keepalive on the live
+ * options take effect at their next use (readonly, readonly_fallback and
+ * events excepted: they stay as the backend was made); keepalive on the live
  * connections at their host's next pass.  Safe while passes run. */
 void         twed_backend_reconfigure (TwedBackend *backend, GPtrArray *specs /* TwedHostSpec */,
                                        const TwedBackendOptions *opts);
