@@ -59,6 +59,8 @@ typedef struct {
   GMainContext *context;
   gint generation;              /* atomic: bumped by every reload of the
                                  * configuration or the policies */
+  gint gone;                    /* atomic: the engine ended, passes still
+                                 * queued are dropped */
 } EngineLink;                   /* atomic rc box */
 
 struct _TwedEngine {
@@ -903,8 +905,14 @@ static void
 pass_thread (gpointer data, gpointer user_data G_GNUC_UNUSED)
 {
   PassJob *job = data;
-  GSource *src = g_idle_source_new ();
+  GSource *src;
 
+  if (g_atomic_int_get (&job->link->gone))
+    {
+      pass_job_free (job);
+      return;
+    }
+  src = g_idle_source_new ();
   __atomic_store_n (&job->running_since, g_get_monotonic_time (), __ATOMIC_RELEASE);
   run_pass_stage (job);
   __atomic_store_n (&job->running_since, 0, __ATOMIC_RELEASE);
@@ -1503,8 +1511,11 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->started = g_get_monotonic_time ();
   e->budget = twed_budget_new (config->max_changes);
   e->controller = twed_auto_new ();
-  e->pool = g_thread_pool_new_full (pass_thread, NULL, (GDestroyNotify) pass_job_free,
-                                    (int) MAX (config->threads, 1u), FALSE, NULL);
+  /* No item free function: GThreadPool hands the markers it queues to
+   * stop its threads to it as well when it ends with items still queued
+   * (g_thread_pool_free, immediate).  Queued passes free themselves
+   * instead, once the engine is gone. */
+  e->pool = g_thread_pool_new (pass_thread, NULL, (int) MAX (config->threads, 1u), FALSE, NULL);
   g_thread_pool_set_sort_function (e->pool, pass_order, NULL);
   if (config->state_dir)
     e->state_path = g_build_filename (config->state_dir, STATE_FILE, NULL);
@@ -1521,7 +1532,8 @@ twed_engine_free (TwedEngine *e)
   /* Passes still running end on their own and find no engine: their
    * results are dropped, their references released. */
   e->link->engine = NULL;
-  g_thread_pool_free (e->pool, TRUE, FALSE);
+  g_atomic_int_set (&e->link->gone, TRUE);
+  g_thread_pool_free (e->pool, FALSE, FALSE);
   /* Pending writes land, then the last word, without the grants of
    * changes that will not be made now. */
   g_thread_pool_free (e->writer, FALSE, TRUE);
