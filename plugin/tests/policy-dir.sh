@@ -1,7 +1,7 @@
 #!/bin/sh
 # The policy directory replaced under a running twedd keeps being
-# watched: removed and created again (rm -r, mkdir), and a volume
-# mounted over it and unmounted again.  An inotify watch ends with the
+# watched: removed and created again (rm -r, mkdir; slowly, and at once),
+# and a volume mounted over it and unmounted again.  An inotify watch ends with the
 # directory it watched; the interval here is an hour, so only a watch
 # set up again on the new directory sees its policies and their later
 # changes.  The mounts happen in a mount namespace of the test's own
@@ -41,6 +41,14 @@ fill "$tmp/pol" override
 check "created again: its policies load" wait_for 8 delay 1
 rm "$tmp/pol/20-web.json"
 check "created again: a change in it is seen" wait_for 5 delay 3
+# Removed and created again at once, before twedd looks: on ext4 the new
+# directory often has the old one's inode number.
+rm -r "$tmp/pol"
+mkdir "$tmp/pol"
+fill "$tmp/pol" override
+check "replaced at once: its policies load" wait_for 8 delay 1
+rm "$tmp/pol/20-web.json"
+check "replaced at once: a change in it is seen" wait_for 5 delay 3
 
 if [ -n "${TWED_TEST_MOUNT_NS:-}" ] && mount -t tmpfs twed-test "$tmp/pol" 2>/dev/null; then
 	fill "$tmp/pol" override

@@ -1258,6 +1258,21 @@ on_policy_dir_changed (GFileMonitor *m G_GNUC_UNUSED, GFile *file, GFile *other,
 {
   TwedEngine *e = data;
 
+  /* The directory itself went (rm -r, renamed away, unmounted): the
+   * watch ends with it.  Whatever is at the path next is another
+   * directory, even one with the same inode number (ext4 hands a freed
+   * one out again at once), and on_dir_check watches it again. */
+  if (ev == G_FILE_MONITOR_EVENT_DELETED || ev == G_FILE_MONITOR_EVENT_MOVED_OUT ||
+      ev == G_FILE_MONITOR_EVENT_RENAMED || ev == G_FILE_MONITOR_EVENT_UNMOUNTED)
+    {
+      g_autoptr(GFile) dir = g_file_new_for_path (e->config->policy_dir);
+
+      if (file && g_file_equal (file, dir))
+        {
+          g_debug ("policy directory %s itself went (event %d)", e->config->policy_dir, ev);
+          e->dir_known = FALSE;
+        }
+    }
   /* A rename names the new name in @other (..data_tmp -> ..data). */
   if (!watched_name (file) && !watched_name (other))
     return;
