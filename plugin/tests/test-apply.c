@@ -6,7 +6,9 @@
 #include "twed-libvirt.h"
 #include "twed-log.h"
 #include "twed-policydir.h"
+#include "twed-state.h"
 
+#include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -151,6 +153,96 @@ test_min_change_interval (void)
   g_assert_cmpuint (twed_plan_count (p3, TWED_ACTION_DEFER), ==, 0);
 }
 
+#define MOVER_XML "<domain type='test'><name>mover</name><uuid>5b0c1b6e-62a4-4a5c-9a39-3f0e9c1d2a01</uuid>" \
+  "<memory>1048576</memory><vcpu>4</vcpu><os><type>hvm</type></os></domain>"
+
+/* A test:/// host of 2 pCPUs with @domains, in @dir/@name.xml: its URI. */
+static char *
+node_file (const char *dir, const char *name, const char *domains)
+{
+  g_autofree char *path = g_strdup_printf ("%s/%s.xml", dir, name);
+  g_autofree char *xml = g_strdup_printf ("<node>%s<cpu><mhz>2600</mhz><active>2</active><nodes>1</nodes>"
+                                          "<sockets>1</sockets><cores>2</cores><threads>1</threads></cpu>"
+                                          "<memory>8388608</memory></node>", domains);
+
+  g_assert_true (g_file_set_contents (path, xml, -1, NULL));
+  return g_strdup_printf ("test://%s", path);
+}
+
+static TwedBackend *
+backend_of (const char *name, const char *uri, const char *name2, const char *uri2)
+{
+  g_autoptr(GPtrArray) specs = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_spec_free);
+  TwedBackendOptions o = { .threads = 2, .min_change_interval = 300 };
+
+  g_ptr_array_add (specs, twed_host_spec_new (name, uri));
+  if (name2)
+    g_ptr_array_add (specs, twed_host_spec_new (name2, uri2));
+  return twed_backend_new (specs, &o);
+}
+
+/* min_change_interval follows a VM that migrates: changed on one host,
+ * it is not changed again at once on the next, even by a daemon started
+ * again that knows only the new host. */
+static void
+test_min_interval_follows_migration (void)
+{
+  g_autofree char *pdir = g_build_filename (demo_dir, "policies.d", NULL);
+  g_autoptr(TwedPolicySet) set = twed_policy_dir_load (pdir, FALSE, NULL);
+  g_autofree char *dir = g_dir_make_tmp ("twed-migrate-XXXXXX", NULL);
+  g_autofree char *src_uri = node_file (dir, "src", MOVER_XML);
+  g_autofree char *dst_uri = node_file (dir, "dst", "");
+  g_autofree char *after_uri = node_file (dir, "dst-after", MOVER_XML);
+  g_autoptr(TwedBackend) b = backend_of ("src", src_uri, "dst", dst_uri);
+  g_autoptr(TwedBackend) restarted = NULL;
+  g_autoptr(TwedPlan) p1 = plan (b, set);
+  g_autoptr(TwedPlan) p2 = NULL;
+  g_autoptr(TwedPlan) p3 = NULL;
+  g_autoptr(GPtrArray) records = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  g_autoptr(virDomain) gone = NULL;
+  g_autoptr(virDomain) arrived = NULL;
+  TwedPlanEntry *en;
+
+  /* Changed on src... */
+  en = find (p1, "mover");
+  g_assert_cmpstr (en->host, ==, "src");
+  g_assert_cmpuint (en->action, ==, TWED_ACTION_CHANGE);
+  g_assert_cmpuint (twed_backend_apply (b, p1, FALSE), ==, 0);
+  g_assert_cmpuint (en->result, ==, TWED_RESULT_APPLIED);
+
+  /* ...migrates to dst, where it runs with what its definition says
+   * (off), which the policy would change at once. */
+  gone = virDomainLookupByName (twed_backend_get_connection (b, "src"), "mover");
+  g_assert_nonnull (gone);
+  g_assert_cmpint (virDomainDestroy (gone), ==, 0);
+  virDomainUndefine (gone);
+  arrived = virDomainDefineXML (twed_backend_get_connection (b, "dst"), MOVER_XML);
+  g_assert_nonnull (arrived);
+  g_assert_cmpint (virDomainCreate (arrived), ==, 0);
+  p2 = plan (b, set);
+  en = find (p2, "mover");
+  g_assert_cmpstr (en->host, ==, "dst");
+  g_assert_cmpuint (en->action, ==, TWED_ACTION_DEFER);
+  g_assert_nonnull (strstr (en->reason, "on src, min_change_interval 300 s"));
+
+  /* A daemon started again over dst alone, from the state file. */
+  twed_backend_save_vms (b, records);
+  restarted = backend_of ("dst", after_uri, NULL, NULL);
+  g_assert_cmpuint (twed_backend_restore_vms (restarted, records), ==, 1);
+  p3 = plan (restarted, set);
+  en = find (p3, "mover");
+  g_assert_cmpuint (en->action, ==, TWED_ACTION_DEFER);
+  g_assert_nonnull (strstr (en->reason, "min_change_interval 300 s"));
+
+  for (const char *const *n = (const char *const[]) { "src", "dst", "dst-after", NULL }; *n; n++)
+    {
+      g_autofree char *path = g_strdup_printf ("%s/%s.xml", dir, *n);
+
+      g_remove (path);
+    }
+  g_rmdir (dir);
+}
+
 static void
 test_manual_pin (void)
 {
@@ -184,5 +276,6 @@ main (int argc, char **argv)
   g_test_add_func ("/apply/round-trip", test_round_trip);
   g_test_add_func ("/apply/manual-pin", test_manual_pin);
   g_test_add_func ("/apply/min-change-interval", test_min_change_interval);
+  g_test_add_func ("/apply/min-interval-follows-migration", test_min_interval_follows_migration);
   return g_test_run ();
 }

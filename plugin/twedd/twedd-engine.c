@@ -42,11 +42,9 @@
  * into thousands of threads and libvirt calls at once. */
 #define STUCK_AFTER_S 15
 #define EXTRA_WORKERS_FACTOR 2
-/* A pass inside a worker this long (or 2 x interval, if longer) is
- * reported: its host is shown down and the pass as stuck. */
-#define HUNG_AFTER_S 120
 /* Budget and VM history are written at most this long after they
- * changed by an apply (a grant is written at once). */
+ * changed by an apply.  A grant is written at once, and its changes are
+ * made only once it is on disk. */
 #define STATE_SAVE_DELAY_MS 1000
 #define STATE_FILE "state.json"
 
@@ -61,6 +59,8 @@ typedef struct {
   GMainContext *context;
   gint generation;              /* atomic: bumped by every reload of the
                                  * configuration or the policies */
+  gint gone;                    /* atomic: the engine ended, passes still
+                                 * queued are dropped */
 } EngineLink;                   /* atomic rc box */
 
 struct _TwedEngine {
@@ -104,6 +104,9 @@ struct _TwedEngine {
   guint event_cycles;
   char *state_path;             /* NULL: nothing kept across restarts */
   GSource *state_timer;
+  guint64 state_seq;            /* state writes asked for */
+  GPtrArray *saving;            /* PassJob granted, waiting for the state
+                                 * write that records the grant */
   GThreadPool *writer;          /* one thread for files: writes land in order */
   gboolean started_ok;          /* twed_engine_start succeeded */
   gboolean inline_stages;       /* twed_engine_run_pass_inline: no pool */
@@ -128,7 +131,9 @@ typedef struct {
   PassStage stage;
   gint generation;              /* the engine's when the pass started */
   guint seq;
-  gboolean skipped;             /* apply stage: superseded, nothing tried */
+  gboolean skipped;             /* apply stage: nothing tried */
+  const char *skip_why;         /* why, when skipped */
+  guint64 save_seq;             /* the state write its grant waits for */
   char *generated;
   gint64 start;                 /* monotonic usec the pass was started */
   gint64 running_since;         /* atomic: monotonic usec a worker took the
@@ -207,12 +212,31 @@ typedef struct {
   char *path;
   GBytes *data;
   gboolean state;
+  EngineLink *link;             /* state: told when written, NULL when synchronous */
+  guint64 seq;
 } FileWrite;
 
+/* The main context learns that the state write @seq landed, or failed. */
+typedef struct {
+  EngineLink *link;
+  guint64 seq;
+  gboolean ok;
+} StateSaved;
+
+static gboolean on_state_saved (gpointer data);
+
 static void
-file_write (gpointer data, gpointer unused G_GNUC_UNUSED)
+state_saved_free (gpointer p)
 {
-  FileWrite *w = data;
+  StateSaved *saved = p;
+
+  link_unref (saved->link);
+  g_free (saved);
+}
+
+static gboolean
+file_write_now (FileWrite *w)
+{
   g_autoptr(GError) error = NULL;
   gsize len;
   const char *text = g_bytes_get_data (w->data, &len);
@@ -221,30 +245,81 @@ file_write (gpointer data, gpointer unused G_GNUC_UNUSED)
     {
       if (!twed_metrics_write_textfile (w->path, w->data, &error))
         g_warning ("metrics textfile %s: %s", w->path, error->message);
+      return TRUE;
     }
-  /* Atomic: a crash leaves the old file or the new one, never half. */
-  else if (!g_file_set_contents_full (w->path, text, (gssize) len, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
-    g_warning ("state file %s: %s: the rate limits will not survive a restart", w->path, error->message);
-  g_free (w->path);
-  g_bytes_unref (w->data);
-  g_free (w);
+  /* Atomic and durable (fsync, then rename): a crash leaves the old
+   * file or the new one, never half, and a change made after this
+   * returned is recorded whatever comes next. */
+  if (!g_file_set_contents_full (w->path, text, (gssize) len, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
+    {
+      g_warning ("state file %s: %s: the rate limits will not survive a restart", w->path, error->message);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 static void
+file_write_free (FileWrite *w)
+{
+  g_free (w->path);
+  g_bytes_unref (w->data);
+  if (w->link)
+    link_unref (w->link);
+  g_free (w);
+}
+
+/* On the writer's thread. */
+static void
+file_write (gpointer data, gpointer unused G_GNUC_UNUSED)
+{
+  FileWrite *w = data;
+  gboolean ok = file_write_now (w);
+
+  if (w->link)
+    {
+      StateSaved *saved = g_new0 (StateSaved, 1);
+      GSource *src = g_idle_source_new ();
+
+      saved->link = g_atomic_rc_box_acquire (w->link);
+      saved->seq = w->seq;
+      saved->ok = ok;
+      g_source_set_callback (src, on_state_saved, saved, state_saved_free);
+      g_source_attach (src, w->link->context);
+      g_source_unref (src);
+    }
+  file_write_free (w);
+}
+
+/* Written on the writer's thread, or at once (@now): then whether it
+ * was written. */
+static gboolean
 write_file (TwedEngine *e, const char *path, GBytes *data, gboolean state, gboolean now)
 {
   FileWrite *w = g_new0 (FileWrite, 1);
+  gboolean ok = TRUE;
 
   w->path = g_strdup (path);
   w->data = g_bytes_ref (data);
   w->state = state;
   if (now || !e->writer)
-    file_write (w, NULL);
-  else
-    g_thread_pool_push (e->writer, w, NULL);
+    {
+      ok = file_write_now (w);
+      file_write_free (w);
+      return ok;
+    }
+  if (state)
+    {
+      w->link = g_atomic_rc_box_acquire (e->link);
+      w->seq = ++e->state_seq;
+    }
+  g_thread_pool_push (e->writer, w, NULL);
+  return TRUE;
 }
 
-static void
+/* The state file from what is in force now: at once (@now), then
+ * whether it was written; or on the writer's thread, as write
+ * e->state_seq. */
+static gboolean
 save_state (TwedEngine *e, gboolean now)
 {
   g_autoptr(TwedState) s = NULL;
@@ -254,7 +329,7 @@ save_state (TwedEngine *e, gboolean now)
 
   g_clear_pointer (&e->state_timer, destroy_source);
   if (!e->state_path)
-    return;
+    return TRUE;
   s = twed_state_new ();
   s->interval_started = real - (mono - e->interval_started);
   s->interval = e->config->interval;
@@ -265,7 +340,7 @@ save_state (TwedEngine *e, gboolean now)
   twed_backend_save_vms (e->backend, s->vms);
   text = twed_state_to_json (s);
   data = g_bytes_new_take (text, strlen (text));
-  write_file (e, e->state_path, data, TRUE, now);
+  return write_file (e, e->state_path, data, TRUE, now);
 }
 
 static gboolean
@@ -403,6 +478,7 @@ run_pass_stage (PassJob *job)
       if (g_atomic_int_get (&job->link->generation) != job->generation)
         {
           job->skipped = TRUE;
+          job->skip_why = "a reload came first";
           break;
         }
       job->failed = twed_backend_apply (job->backend, job->plan, FALSE);
@@ -598,9 +674,33 @@ finish_pass (TwedEngine *e, PassJob *job)
   run_wanted (e);
 }
 
-/* After its grant: the pass applies what it was granted, or ends. */
+/* The apply stage of a pass whose grant is recorded. */
 static void
-after_grant (TwedEngine *e, PassJob *job)
+start_apply (TwedEngine *e, PassJob *job)
+{
+  if (e->inline_stages)
+    {
+      run_pass_stage (job);
+      on_pass_stage_done (job);
+    }
+  else
+    g_thread_pool_push (e->pool, job, NULL);
+}
+
+/* A granted pass that applies nothing: what it was granted goes back. */
+static void
+skip_apply (PassJob *job, const char *why)
+{
+  job->skipped = TRUE;
+  job->skip_why = why;
+  on_pass_stage_done (job);
+}
+
+/* After its grant: the pass applies what it was granted once the grant
+ * is on disk (@saved: the state write that records it has landed, or
+ * none is kept; @save_failed: it could not be written), or ends. */
+static void
+after_grant (TwedEngine *e, PassJob *job, gboolean saved, gboolean save_failed)
 {
   job->changes = twed_plan_count (job->plan, TWED_ACTION_CHANGE);
   if (job->changes)
@@ -608,13 +708,17 @@ after_grant (TwedEngine *e, PassJob *job)
       twed_log_host (G_LOG_LEVEL_INFO, job->host, "%u change(s) granted from the interval's budget",
                      job->changes);
       job->stage = PASS_APPLY;
-      if (e->inline_stages)
-        {
-          run_pass_stage (job);
-          on_pass_stage_done (job);
-        }
+      if (save_failed)
+        skip_apply (job, "the grant could not be recorded in the state file");
+      else if (saved)
+        start_apply (e, job);
       else
-        g_thread_pool_push (e->pool, job, NULL);
+        {
+          /* A restart must find the grant spent before any change is
+           * made: the change waits for its record, not the reverse. */
+          job->save_seq = e->state_seq;
+          g_ptr_array_add (e->saving, job);
+        }
       return;
     }
   g_hash_table_remove (e->running, job);
@@ -641,11 +745,33 @@ grant_waiting (TwedEngine *e)
       if (!pass_superseded (e, job))
         g_ptr_array_add (plans, job->plan);
     }
+  gboolean saved = TRUE, save_failed = FALSE;
+
   if (plans->len && e->policies)
     {
       twed_plans_apply_budget ((TwedPlan **) plans->pdata, plans->len, e->policies, e->budget);
+      /* The VMs granted a change count as changed from now on, for
+       * min_change_interval, until the change is made or refunded. */
+      for (guint i = 0; i < jobs->len; i++)
+        {
+          PassJob *job = g_ptr_array_index (jobs, i);
+
+          for (guint j = 0; !pass_superseded (e, job) && j < job->plan->entries->len; j++)
+            {
+              const TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, j);
+
+              if (en->action == TWED_ACTION_CHANGE)
+                twed_backend_grant (job->backend, en);
+            }
+        }
       /* Before anything is applied: a restart must find it spent. */
-      save_state (e, FALSE);
+      if (e->state_path && e->inline_stages)
+        save_failed = !save_state (e, TRUE);
+      else if (e->state_path)
+        {
+          save_state (e, FALSE);
+          saved = FALSE;
+        }
     }
   for (guint i = 0; i < jobs->len; i++)
     {
@@ -658,8 +784,44 @@ grant_waiting (TwedEngine *e)
           pass_job_free (job);
         }
       else
-        after_grant (e, job);
+        after_grant (e, job, saved, save_failed);
     }
+}
+
+/* Main context: the state write @seq landed (or failed): the passes
+ * whose grant it records apply now (or not at all). */
+static gboolean
+on_state_saved (gpointer data)
+{
+  StateSaved *saved = data;
+  TwedEngine *e = saved->link->engine;
+  g_autoptr(GPtrArray) due = NULL;
+
+  if (!e)
+    return G_SOURCE_REMOVE;
+  due = g_ptr_array_new ();
+  for (guint i = 0; i < e->saving->len;)
+    {
+      PassJob *job = g_ptr_array_index (e->saving, i);
+
+      if (job->save_seq <= saved->seq)
+        {
+          g_ptr_array_add (due, job);
+          g_ptr_array_remove_index (e->saving, i);
+        }
+      else
+        i++;
+    }
+  for (guint i = 0; i < due->len; i++)
+    {
+      PassJob *job = g_ptr_array_index (due, i);
+
+      if (saved->ok)
+        start_apply (e, job);
+      else
+        skip_apply (job, "the grant could not be recorded in the state file");
+    }
+  return G_SOURCE_REMOVE;
 }
 
 static gboolean
@@ -707,10 +869,13 @@ on_pass_stage_done (gpointer data)
         const TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, i);
 
         if (en->result == TWED_RESULT_FAILED || (job->skipped && en->action == TWED_ACTION_CHANGE))
-          twed_budget_refund (e->budget, en);
+          {
+            twed_budget_refund (e->budget, en);
+            twed_backend_ungrant (job->backend, en);
+          }
       }
   if (job->skipped)
-    twed_log_host (G_LOG_LEVEL_INFO, job->host, "granted change(s) not applied: a reload came first");
+    twed_log_host (G_LOG_LEVEL_INFO, job->host, "granted change(s) not applied: %s", job->skip_why);
   if (job->stage == PASS_APPLY)
     state_changed (e);
   g_hash_table_remove (e->running, job);
@@ -740,8 +905,14 @@ static void
 pass_thread (gpointer data, gpointer user_data G_GNUC_UNUSED)
 {
   PassJob *job = data;
-  GSource *src = g_idle_source_new ();
+  GSource *src;
 
+  if (g_atomic_int_get (&job->link->gone))
+    {
+      pass_job_free (job);
+      return;
+    }
+  src = g_idle_source_new ();
   __atomic_store_n (&job->running_since, g_get_monotonic_time (), __ATOMIC_RELEASE);
   run_pass_stage (job);
   __atomic_store_n (&job->running_since, 0, __ATOMIC_RELEASE);
@@ -775,11 +946,14 @@ static void
 size_pool (TwedEngine *e)
 {
   gint64 now = g_get_monotonic_time ();
-  gint64 hung_after = (gint64) MAX (2 * e->config->interval, HUNG_AFTER_S) * G_USEC_PER_SEC;
+  /* A pass inside a worker this long is reported: its host is shown
+   * down and the pass as stuck. */
+  gint64 hung_after = (gint64) MAX (2 * e->config->interval, e->config->hung_pass_after) * G_USEC_PER_SEC;
   g_autoptr(GArray) since = g_array_sized_new (FALSE, FALSE, sizeof (gint64), g_hash_table_size (e->running));
   GHashTableIter it;
   gpointer value;
   guint hung = 0, extra;
+  gboolean newly_hung = FALSE;
 
   /* Passes of a replaced backend too: they hold workers all the same. */
   g_hash_table_iter_init (&it, e->running);
@@ -809,11 +983,16 @@ size_pool (TwedEngine *e)
               job->hung_reported = TRUE;
               twed_log_host (G_LOG_LEVEL_WARNING, job->host, "%s: a libvirt call does not return", why);
               twed_plan_store_mark_down (e->plans, job->host, why);
-              render_soon (e);
+              newly_hung = TRUE;
             }
         }
     }
-  e->counters.passes_stuck = hung;
+  /* Rendered with the count as it is now, whichever way it moved. */
+  if (newly_hung || hung != e->counters.passes_stuck)
+    {
+      e->counters.passes_stuck = hung;
+      render_soon (e);
+    }
   extra = twed_engine_extra_workers (e->config->threads, (const gint64 *) since->data, since->len, now);
   g_thread_pool_set_max_threads (e->pool, (int) (MAX (e->config->threads, 1u) + extra), NULL);
 }
@@ -1079,6 +1258,21 @@ on_policy_dir_changed (GFileMonitor *m G_GNUC_UNUSED, GFile *file, GFile *other,
 {
   TwedEngine *e = data;
 
+  /* The directory itself went (rm -r, renamed away, unmounted): the
+   * watch ends with it.  Whatever is at the path next is another
+   * directory, even one with the same inode number (ext4 hands a freed
+   * one out again at once), and on_dir_check watches it again. */
+  if (ev == G_FILE_MONITOR_EVENT_DELETED || ev == G_FILE_MONITOR_EVENT_MOVED_OUT ||
+      ev == G_FILE_MONITOR_EVENT_RENAMED || ev == G_FILE_MONITOR_EVENT_UNMOUNTED)
+    {
+      g_autoptr(GFile) dir = g_file_new_for_path (e->config->policy_dir);
+
+      if (file && g_file_equal (file, dir))
+        {
+          g_debug ("policy directory %s itself went (event %d)", e->config->policy_dir, ev);
+          e->dir_known = FALSE;
+        }
+    }
   /* A rename names the new name in @other (..data_tmp -> ..data). */
   if (!watched_name (file) && !watched_name (other))
     return;
@@ -1327,12 +1521,16 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->configured = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   set_configured (e);
   e->waiting = g_ptr_array_new ();
+  e->saving = g_ptr_array_new ();
   e->metrics_text = g_string_new (NULL);
   e->started = g_get_monotonic_time ();
   e->budget = twed_budget_new (config->max_changes);
   e->controller = twed_auto_new ();
-  e->pool = g_thread_pool_new_full (pass_thread, NULL, (GDestroyNotify) pass_job_free,
-                                    (int) MAX (config->threads, 1u), FALSE, NULL);
+  /* No item free function: GThreadPool hands the markers it queues to
+   * stop its threads to it as well when it ends with items still queued
+   * (g_thread_pool_free, immediate).  Queued passes free themselves
+   * instead, once the engine is gone. */
+  e->pool = g_thread_pool_new (pass_thread, NULL, (int) MAX (config->threads, 1u), FALSE, NULL);
   g_thread_pool_set_sort_function (e->pool, pass_order, NULL);
   if (config->state_dir)
     e->state_path = g_build_filename (config->state_dir, STATE_FILE, NULL);
@@ -1349,10 +1547,29 @@ twed_engine_free (TwedEngine *e)
   /* Passes still running end on their own and find no engine: their
    * results are dropped, their references released. */
   e->link->engine = NULL;
-  g_thread_pool_free (e->pool, TRUE, FALSE);
-  /* Pending writes land, then the last word. */
+  g_atomic_int_set (&e->link->gone, TRUE);
+  g_thread_pool_free (e->pool, FALSE, FALSE);
+  /* Pending writes land, then the last word, without the grants of
+   * changes that will not be made now. */
   g_thread_pool_free (e->writer, FALSE, TRUE);
   e->writer = NULL;
+  for (guint i = 0; i < e->saving->len; i++)
+    {
+      PassJob *job = g_ptr_array_index (e->saving, i);
+
+      for (guint j = 0; j < job->plan->entries->len; j++)
+        {
+          const TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, j);
+
+          if (en->action == TWED_ACTION_CHANGE)
+            {
+              twed_budget_refund (e->budget, en);
+              twed_backend_ungrant (job->backend, en);
+            }
+        }
+      pass_job_free (job);
+    }
+  g_ptr_array_unref (e->saving);
   if (e->started_ok)
     save_state (e, TRUE);
   /* Passes waiting for their grant are the engine's to free. */

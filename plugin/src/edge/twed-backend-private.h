@@ -16,15 +16,25 @@ typedef struct {
   gint64 read_at;    /* monotonic usec the definition was read */
 } CachedDomain;
 
-/* What this process did to one VM lately: when it last changed it, and
- * how its last changes failed.  Kept across reconnects. */
+/* How the changes this process made to one VM on one host failed
+ * lately.  Kept across reconnects. */
 typedef struct {
-  gint64 changed_at;        /* monotonic usec of the last change, 0 = none */
   guint failures;           /* changes failed in a row */
   guint backoff;            /* seconds of the current failure backoff */
   gint64 retry_at;          /* monotonic usec: no change before */
   char *error;              /* the last failure, with libvirt's code */
 } VmState;
+
+/* When a VM was last changed, fleet-wide: keyed by its uuid, not by
+ * host, so that min_change_interval follows a VM that migrates (changed
+ * on one host, planned again at once on the next). */
+typedef struct {
+  gint64 at;                /* monotonic usec of the last change, or of
+                             * the grant of one not tried yet */
+  gint64 before;            /* while granted: at before the grant */
+  gboolean granted;         /* a grant not yet made or refunded */
+  char *host;               /* where it was changed (or granted) */
+} ChangeStamp;
 
 /* Where event notices go: shared by a backend and its hosts, which
  * libvirt's callbacks may outlive the backend by. */
@@ -104,6 +114,8 @@ struct _TwedBackend {
   GMutex table_lock;
   HostTable *table;       /* under table_lock: swap and acquire */
   BackendNotifier *notifier;
+  GMutex changes_lock;
+  GHashTable *changes;    /* under changes_lock: VM key -> ChangeStamp */
   guint64 reads;          /* atomic (__atomic builtins): counters never wrap */
   guint64 writes;
 };
@@ -118,7 +130,8 @@ void       backend_forget_own_change (BackendHost *h, virDomainPtr dom);
 void      backend_count_read (BackendHost *h);
 void      backend_count_write (BackendHost *h);
 /* After a change of the VM @key was tried (@error NULL: made): holds
- * it for min_change_interval, or backs it off when it failed. */
+ * it for min_change_interval, or backs it off when it failed.  @key:
+ * its uuid (or name, from a driver without uuids). */
 void      backend_vm_changed (BackendHost *h, const char *key, const GError *error);
 /* Why the VM @key must not change now, NULL when it may. */
 char     *backend_vm_hold (BackendHost *h, const char *key);

@@ -98,12 +98,57 @@ vm_state_free (gpointer p)
 
 static guint backoff_step (guint current, guint first, guint ceiling);
 
+static void
+change_stamp_free (gpointer p)
+{
+  ChangeStamp *c = p;
+
+  g_free (c->host);
+  g_free (c);
+}
+
+/* With changes_lock held: @key's stamp, created empty. */
+static ChangeStamp *
+change_stamp_locked (TwedBackend *b, const char *key)
+{
+  ChangeStamp *c = g_hash_table_lookup (b->changes, key);
+
+  if (!c)
+    {
+      c = g_new0 (ChangeStamp, 1);
+      g_hash_table_insert (b->changes, g_strdup (key), c);
+    }
+  return c;
+}
+
+static void
+change_stamp_set (TwedBackend *b, const char *key, const char *host, gint64 at)
+{
+  ChangeStamp *c;
+
+  g_mutex_lock (&b->changes_lock);
+  c = change_stamp_locked (b, key);
+  c->at = at;
+  c->granted = FALSE;
+  g_free (c->host);
+  c->host = g_strdup (host);
+  g_mutex_unlock (&b->changes_lock);
+}
+
 void
 backend_vm_changed (BackendHost *h, const char *key, const GError *error)
 {
   gint64 now = g_get_monotonic_time ();
   VmState *st;
 
+  if (!error)
+    {
+      change_stamp_set (h->backend, key, h->name, now);
+      g_mutex_lock (&h->vm_lock);
+      g_hash_table_remove (h->vms, key);
+      g_mutex_unlock (&h->vm_lock);
+      return;
+    }
   g_mutex_lock (&h->vm_lock);
   if (!(st = g_hash_table_lookup (h->vms, key)))
     {
@@ -111,43 +156,75 @@ backend_vm_changed (BackendHost *h, const char *key, const GError *error)
       g_hash_table_insert (h->vms, g_strdup (key), st);
     }
   g_clear_pointer (&st->error, g_free);
-  if (!error)
-    {
-      st->changed_at = now;
-      st->failures = 0;
-      st->backoff = 0;
-      st->retry_at = 0;
-    }
-  else
-    {
-      st->failures++;
-      st->backoff = backoff_step (st->backoff, VM_FAILURE_BACKOFF_FIRST_S, VM_FAILURE_BACKOFF_MAX_S);
-      st->retry_at = now + (gint64) st->backoff * G_USEC_PER_SEC;
-      st->error = g_strdup (error->message);
-    }
+  st->failures++;
+  st->backoff = backoff_step (st->backoff, VM_FAILURE_BACKOFF_FIRST_S, VM_FAILURE_BACKOFF_MAX_S);
+  st->retry_at = now + (gint64) st->backoff * G_USEC_PER_SEC;
+  st->error = g_strdup (error->message);
   g_mutex_unlock (&h->vm_lock);
+}
+
+static const char *
+entry_key (const TwedPlanEntry *en)
+{
+  return en->uuid ? en->uuid : en->domain;
+}
+
+void
+twed_backend_grant (TwedBackend *b, const TwedPlanEntry *en)
+{
+  ChangeStamp *c;
+
+  g_mutex_lock (&b->changes_lock);
+  c = change_stamp_locked (b, entry_key (en));
+  if (!c->granted)
+    c->before = c->at;
+  c->granted = TRUE;
+  c->at = g_get_monotonic_time ();
+  g_free (c->host);
+  c->host = g_strdup (en->host);
+  g_mutex_unlock (&b->changes_lock);
+}
+
+void
+twed_backend_ungrant (TwedBackend *b, const TwedPlanEntry *en)
+{
+  ChangeStamp *c;
+
+  g_mutex_lock (&b->changes_lock);
+  if ((c = g_hash_table_lookup (b->changes, entry_key (en))) && c->granted)
+    {
+      c->granted = FALSE;
+      c->at = c->before;
+      if (!c->at)
+        g_hash_table_remove (b->changes, entry_key (en));
+    }
+  g_mutex_unlock (&b->changes_lock);
 }
 
 char *
 backend_vm_hold (BackendHost *h, const char *key)
 {
-  guint min = BACKEND_OPT (h->backend, min_change_interval);
+  TwedBackend *b = h->backend;
+  guint min = BACKEND_OPT (b, min_change_interval);
   gint64 now = g_get_monotonic_time ();
   char *hold = NULL;
   VmState *st;
+  ChangeStamp *c;
 
   g_mutex_lock (&h->vm_lock);
-  if ((st = g_hash_table_lookup (h->vms, key)))
-    {
-      if (st->retry_at > now)
-        hold = g_strdup_printf ("its last change failed (%u in a row, next try in %" G_GINT64_FORMAT " s): %s",
-                                st->failures, (st->retry_at - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC,
-                                st->error);
-      else if (min && st->changed_at && now - st->changed_at < (gint64) min * G_USEC_PER_SEC)
-        hold = g_strdup_printf ("changed %" G_GINT64_FORMAT " s ago, min_change_interval %u s",
-                                (now - st->changed_at) / G_USEC_PER_SEC, min);
-    }
+  if ((st = g_hash_table_lookup (h->vms, key)) && st->retry_at > now)
+    hold = g_strdup_printf ("its last change failed (%u in a row, next try in %" G_GINT64_FORMAT " s): %s",
+                            st->failures, (st->retry_at - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC,
+                            st->error);
   g_mutex_unlock (&h->vm_lock);
+  if (hold || !min)
+    return hold;
+  g_mutex_lock (&b->changes_lock);
+  if ((c = g_hash_table_lookup (b->changes, key)) && c->at && now - c->at < (gint64) min * G_USEC_PER_SEC)
+    hold = g_strdup_printf ("changed %" G_GINT64_FORMAT " s ago%s%s, min_change_interval %u s",
+                            (now - c->at) / G_USEC_PER_SEC, g_strcmp0 (c->host, h->name) ? " on " : "",
+                            g_strcmp0 (c->host, h->name) ? c->host : "", min);
+  g_mutex_unlock (&b->changes_lock);
   return hold;
 }
 
@@ -797,14 +874,13 @@ definition_stale (BackendHost *h, virDomainStatsRecordPtr r, const CachedDomain 
                                 c->read_at, g_get_monotonic_time (), BACKEND_OPT (h->backend, definition_max_age));
 }
 
-/* The history of VMs no longer on the host goes once it holds nothing
- * back any more: a VM that migrates away and back within
- * min_change_interval or its failure backoff is still held. */
+/* The failures of VMs no longer on the host go once their backoff is
+ * over: a VM that migrates away and back within it is still held.  (When
+ * VMs were last changed is kept fleet-wide, in the backend.) */
 static void
 backend_vms_prune (BackendHost *h, GHashTable *listed)
 {
   gint64 now = g_get_monotonic_time ();
-  gint64 min = (gint64) BACKEND_OPT (h->backend, min_change_interval) * G_USEC_PER_SEC;
   GHashTableIter it;
   gpointer key, value;
 
@@ -814,8 +890,7 @@ backend_vms_prune (BackendHost *h, GHashTable *listed)
     {
       VmState *st = value;
 
-      if (!g_hash_table_contains (listed, key) && st->retry_at <= now &&
-          (!st->changed_at || st->changed_at + min <= now))
+      if (!g_hash_table_contains (listed, key) && st->retry_at <= now)
         g_hash_table_iter_remove (&it);
     }
   g_mutex_unlock (&h->vm_lock);
@@ -1142,9 +1217,6 @@ set_options (TwedBackend *b, const TwedBackendOptions *opts)
     o.connect_timeout = 30;
   if (!o.definition_max_age)
     o.definition_max_age = 600;
-  b->opts.readonly = o.readonly;
-  b->opts.readonly_fallback = o.readonly_fallback;
-  b->opts.events = o.events;
 #define SET(field) g_atomic_int_set ((gint *) &b->opts.field, (gint) o.field)
   SET (threads);
   SET (keepalive_interval);
@@ -1162,8 +1234,16 @@ twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
   TwedBackend *b = g_new0 (TwedBackend, 1);
 
   b->ref = 1;
+  /* What connections are (read-only or not, with events): fixed for the
+   * backend's life, as a reconfiguration keeps the connections it has
+   * (and workers read these without synchronization). */
+  b->opts.readonly = opts->readonly;
+  b->opts.readonly_fallback = opts->readonly_fallback;
+  b->opts.events = opts->events;
   set_options (b, opts);
   g_mutex_init (&b->table_lock);
+  g_mutex_init (&b->changes_lock);
+  b->changes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, change_stamp_free);
   b->table = host_table_new ();
   for (guint i = 0; i < specs->len; i++)
     host_table_add (b->table, host_new (b, g_ptr_array_index (specs, i)));
@@ -1199,6 +1279,8 @@ twed_backend_unref (TwedBackend *b)
     host_retire (g_ptr_array_index (b->table->list, i), FALSE);
   backend_hosts_unref (b->table);
   g_mutex_clear (&b->table_lock);
+  g_hash_table_unref (b->changes);
+  g_mutex_clear (&b->changes_lock);
   notifier_unref (b->notifier);
   g_free (b);
 }
@@ -1328,12 +1410,33 @@ twed_backend_save_vms (TwedBackend *b, GPtrArray *out)
   g_autoptr(HostTable) t = backend_hosts (b);
   gint64 mono = g_get_monotonic_time (), real = g_get_real_time ();
   gint64 min = (gint64) BACKEND_OPT (b, min_change_interval) * G_USEC_PER_SEC;
+  GHashTableIter it;
+  gpointer key, value;
 
+  /* When VMs were changed (or granted a change), while that still holds
+   * them back; what no longer does goes. */
+  g_mutex_lock (&b->changes_lock);
+  g_hash_table_iter_init (&it, b->changes);
+  while (g_hash_table_iter_next (&it, &key, &value))
+    {
+      const ChangeStamp *c = value;
+      TwedVmRecord *r;
+
+      if (!c->granted && c->at + min <= mono)
+        {
+          g_hash_table_iter_remove (&it);
+          continue;
+        }
+      r = twed_vm_record_new (c->host, key);
+      r->changed_at = real + (c->at - mono);
+      g_ptr_array_add (out, r);
+    }
+  g_mutex_unlock (&b->changes_lock);
+
+  /* Failures, per host: a backoff still running, or one to double. */
   for (guint i = 0; i < t->list->len; i++)
     {
       BackendHost *h = g_ptr_array_index (t->list, i);
-      GHashTableIter it;
-      gpointer key, value;
 
       g_mutex_lock (&h->vm_lock);
       g_hash_table_iter_init (&it, h->vms);
@@ -1342,11 +1445,9 @@ twed_backend_save_vms (TwedBackend *b, GPtrArray *out)
           const VmState *st = value;
           TwedVmRecord *r;
 
-          /* Only what still holds a VM back, or a backoff to double. */
-          if (!st->failures && st->retry_at <= mono && (!st->changed_at || st->changed_at + min <= mono))
+          if (!st->failures && st->retry_at <= mono)
             continue;
           r = twed_vm_record_new (h->name, key);
-          r->changed_at = st->changed_at ? real + (st->changed_at - mono) : 0;
           r->failures = st->failures;
           r->backoff = st->backoff;
           r->retry_at = st->retry_at ? real + (st->retry_at - mono) : 0;
@@ -1368,23 +1469,42 @@ twed_backend_restore_vms (TwedBackend *b, GPtrArray *records)
     {
       const TwedVmRecord *r = g_ptr_array_index (records, i);
       BackendHost *h = g_hash_table_lookup (t->by_name, r->host);
-      VmState *st;
+      gboolean taken = FALSE;
 
-      if (!h)
-        continue;
-      st = g_new0 (VmState, 1);
-      /* Back to this boot's monotonic clock; a time ahead of now (a
-       * clock stepped back) counts as now, so it holds no longer than
-       * it would have. */
-      st->changed_at = r->changed_at ? mono - MAX (real - r->changed_at, 0) : 0;
-      st->failures = r->failures;
-      st->backoff = r->backoff;
-      st->retry_at = r->retry_at ? mono + MIN (r->retry_at - real, (gint64) r->backoff * G_USEC_PER_SEC) : 0;
-      st->error = g_strdup (r->error);
-      g_mutex_lock (&h->vm_lock);
-      g_hash_table_replace (h->vms, g_strdup (r->vm), st);
-      g_mutex_unlock (&h->vm_lock);
-      n++;
+      /* When it was changed holds the VM wherever it runs now, on a
+       * configured host or not.  Back to this boot's monotonic clock; a
+       * time ahead of now (a clock stepped back) counts as now, so it
+       * holds no longer than it would have. */
+      if (r->changed_at)
+        {
+          gint64 at = mono - MAX (real - r->changed_at, 0);
+          ChangeStamp *c;
+
+          g_mutex_lock (&b->changes_lock);
+          c = change_stamp_locked (b, r->vm);
+          if (at > c->at)
+            {
+              c->at = at;
+              g_free (c->host);
+              c->host = g_strdup (r->host);
+            }
+          g_mutex_unlock (&b->changes_lock);
+          taken = TRUE;
+        }
+      if (h && (r->failures || r->retry_at))
+        {
+          VmState *st = g_new0 (VmState, 1);
+
+          st->failures = r->failures;
+          st->backoff = r->backoff;
+          st->retry_at = r->retry_at ? mono + MIN (r->retry_at - real, (gint64) r->backoff * G_USEC_PER_SEC) : 0;
+          st->error = g_strdup (r->error);
+          g_mutex_lock (&h->vm_lock);
+          g_hash_table_replace (h->vms, g_strdup (r->vm), st);
+          g_mutex_unlock (&h->vm_lock);
+          taken = TRUE;
+        }
+      n += taken;
     }
   return n;
 }

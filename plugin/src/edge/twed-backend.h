@@ -42,7 +42,8 @@ void         twed_backend_unref_elsewhere (TwedBackend *backend);
  * they are (connection, cached definitions, what was done to their VMs:
  * min_change_interval and failure backoffs keep holding); new ones are
  * added, removed ones disconnected on a thread of their own.  The
- * options take effect at their next use; keepalive on the live
+ * options take effect at their next use (readonly, readonly_fallback and
+ * events excepted: they stay as the backend was made); keepalive on the live
  * connections at their host's next pass.  Safe while passes run. */
 void         twed_backend_reconfigure (TwedBackend *backend, GPtrArray *specs /* TwedHostSpec */,
                                        const TwedBackendOptions *opts);
@@ -66,14 +67,27 @@ guint twed_backend_apply (TwedBackend *backend, TwedPlan *plan, gboolean dry_run
 gboolean twed_backend_set_manual (TwedBackend *backend, const char *domain,
                                   const TwedSetting *s, gboolean optout, GError **error);
 
+/* A change of @entry's VM was granted: until it is tried, the VM counts
+ * as changed now for min_change_interval (and twed_backend_save_vms
+ * records it so), so that a restart between grant and change finds it
+ * held.  VMs are told apart by uuid, fleet-wide: the hold follows a VM
+ * that migrates to another host. */
+void twed_backend_grant (TwedBackend *backend, const TwedPlanEntry *entry);
+/* The granted change was not made (it failed, or was not tried): the
+ * VM's last change is what it was before the grant. */
+void twed_backend_ungrant (TwedBackend *backend, const TwedPlanEntry *entry);
+
 /* A reload changed [twed] min_change_interval: the VMs' history stays. */
 void twed_backend_set_min_change_interval (TwedBackend *backend, guint seconds);
 
-/* What this process did to each VM lately that still holds it back
- * (min_change_interval, a failure backoff): TwedVmRecord, Unix times,
- * appended to @out.  For the state file. */
+/* What this process did to each VM lately that still holds it back:
+ * TwedVmRecord, Unix times, appended to @out, for the state file.  When
+ * a VM was changed or granted a change (min_change_interval, keyed by
+ * uuid fleet-wide: the record's host says where), and the failures of
+ * its changes on a host (a failure backoff), in records of their own. */
 void  twed_backend_save_vms (TwedBackend *backend, GPtrArray *out);
-/* Takes such records back (those of configured hosts): how many. */
+/* Takes such records back (failures: those of configured hosts; when a
+ * VM was changed: all of them): how many. */
 guint twed_backend_restore_vms (TwedBackend *backend, GPtrArray *records);
 
 /* libvirt calls made so far: reads and writes, all hosts. */

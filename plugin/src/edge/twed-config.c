@@ -38,6 +38,7 @@ twed_config_new (void)
   c->keepalive_count = 3;
   c->reconnect_max = 60;
   c->health_intervals = 3;
+  c->hung_pass_after = 120;
   c->connect_timeout = 30;
   c->definition_max_age = 600;
   /* systemd's StateDirectory= (the unit's): the first of its paths. */
@@ -249,7 +250,7 @@ check_keys (GKeyFile *kf, GError **error)
 {
   static const char *const twed_keys[] = { "policy_dir", "hosts", "hosts_file", "interval", "dry_run",
                                            "max_changes_per_cycle", "min_change_interval", "threads",
-                                           "allow_builtin_default", "state_dir", NULL };
+                                           "allow_builtin_default", "state_dir", "hung_pass_after", NULL };
   static const char *const libvirt_keys[] = { "keepalive_interval", "keepalive_count",
                                               "reconnect_max", "connect_timeout", "definition_max_age", NULL };
   static const char *const metrics_keys[] = { "textfile", "listen", "per_vm", "health_intervals", NULL };
@@ -337,6 +338,7 @@ parse_keyfile (TwedConfig *c, GKeyFile *kf, GError **error)
          get_uint (kf, "twed", "max_changes_per_cycle", 0, 1000000, &c->max_changes, error) &&
          get_uint (kf, "twed", "threads", 1, 256, &c->threads, error) &&
          get_uint (kf, "twed", "min_change_interval", 0, 86400, &c->min_change_interval, error) &&
+         get_uint (kf, "twed", "hung_pass_after", 1, 86400, &c->hung_pass_after, error) &&
          get_uint (kf, "libvirt", "keepalive_interval", 0, 3600, &c->keepalive_interval, error) &&
          get_uint (kf, "libvirt", "keepalive_count", 1, 100, &c->keepalive_count, error) &&
          get_uint (kf, "libvirt", "reconnect_max", 1, 3600, &c->reconnect_max, error) &&

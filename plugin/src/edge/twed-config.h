@@ -21,6 +21,8 @@ typedef struct {
   guint max_changes;        /* global cap per cycle, 0 = none */
   guint min_change_interval; /* seconds between two changes of one VM, 0 = none */
   guint threads;
+  guint hung_pass_after;    /* seconds (at least 2 x interval) before a pass
+                             * inside a libvirt call is reported hung */
   guint keepalive_interval;
   guint keepalive_count;
   guint reconnect_max;

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* A slow disk, for tests (LD_PRELOAD): fsync and fdatasync of a file
+ * under $TWED_SLOW_FSYNC_DIR take $TWED_SLOW_FSYNC_MS longer.  What a
+ * daemon does while its state write waits for the disk shows then. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+
+static void
+maybe_wait (int fd)
+{
+  const char *dir = getenv ("TWED_SLOW_FSYNC_DIR");
+  const char *ms = getenv ("TWED_SLOW_FSYNC_MS");
+  char link[64], path[PATH_MAX];
+  ssize_t n;
+  long wait_ms;
+  struct timespec ts;
+
+  if (!dir || !*dir || !ms)
+    return;
+  snprintf (link, sizeof link, "/proc/self/fd/%d", fd);
+  n = readlink (link, path, sizeof path - 1);
+  if (n <= 0)
+    return;
+  path[n] = '\0';
+  if (strncmp (path, dir, strlen (dir)) != 0)
+    return;
+  wait_ms = strtol (ms, NULL, 10);
+  ts.tv_sec = wait_ms / 1000;
+  ts.tv_nsec = (wait_ms % 1000) * 1000000L;
+  while (nanosleep (&ts, &ts) != 0)
+    ;
+}
+
+int
+fsync (int fd)
+{
+  int (*real) (int) = (int (*) (int)) dlsym (RTLD_NEXT, "fsync");
+
+  maybe_wait (fd);
+  return real (fd);
+}
+
+int
+fdatasync (int fd)
+{
+  int (*real) (int) = (int (*) (int)) dlsym (RTLD_NEXT, "fdatasync");
+
+  maybe_wait (fd);
+  return real (fd);
+}
