@@ -240,6 +240,9 @@ class Matrix(unittest.TestCase):
             self.assertEqual(labels[0], "off")
             self.assertIn("auto-6-14", labels)
             self.assertIn("dynamic-4-0-15", labels)
+            # the whole fixed ladder: the best fixed setting is what auto is held to
+            self.assertEqual([lb for lb in labels if lb.startswith("fixed-")],
+                             [f"fixed-{d}" for d in range(15)])
             self.assertEqual(m.settings[-1].twedtune_args(), ["--mode", "off"])
         self.assertEqual((parts[1].vcpus, parts[1].overcommit[0].pinning(4)), (4, [0, 0, 1, 1]))
         self.assertIsNone(parts[0].neighbour)
