@@ -223,6 +223,8 @@ class Matrix(unittest.TestCase):
     def test_good(self):
         m = matrix.parse(json.dumps(GOOD), "good.json")
         self.assertEqual([s.label for s in m.settings], ["off", "fixed-3", "dynamic-1-0-6"])
+        self.assertEqual(m.settings[1].twedtune_args(),
+                         ["--mode", "fixed", "--delay", "3", "--min", "3", "--max", "3"])
         self.assertEqual(m.settings[2].twedtune_args(),
                          ["--mode", "dynamic", "--delay", "1", "--min", "0", "--max", "6"])
         self.assertEqual(m.repetitions, matrix.MIN_REPETITIONS)
