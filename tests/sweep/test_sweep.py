@@ -199,7 +199,7 @@ class Runner(unittest.TestCase):
         self.assertNotRegex(words[2], r"[ \"']")
         b64 = words[2].split("echo${IFS}")[1].split("|")[0]
         self.assertEqual(base64.b64decode(b64).decode(), script)
-        self.assertIn("if [ $i = 11 ]; then /bin/lockstress --seconds 15 >/dev/null; fi;", script)
+        self.assertIn("if [ $i = 11 ]; then echo TWED-SWEEP: WARM $i; /bin/lockstress --seconds 15 >/dev/null; fi;", script)
         self.assertEqual(session.with_seconds(["--threads", "1"], 3), ["--threads", "1", "--seconds", "3"])
 
     def test_plan_interleaves_settings(self):
