@@ -229,7 +229,7 @@ test_plan_limits (void)
   guint changes = 0, deferred = 0;
 
   g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
-  for (int r = 0; r < 2; r++)
+  for (int r = 0; r < 3; r++)
     {
       g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
       TwedHost *h = twed_host_new ("h", "test:///x");
@@ -259,8 +259,8 @@ test_plan_limits (void)
       g_clear_pointer (&plan, twed_plan_free);
       plan = twed_plan_build (hosts, set, &o);
     }
-  /* Second read: a dwell (10 s) at off, 1000 exits/s of vCPU time: both step up,
-   * one per cycle on this host. */
+  /* Third read: two reads over a dwell (10 s) at off, 1000 exits/s of vCPU time:
+   * both step up, one per cycle on this host. */
   for (guint i = 0; i < plan->entries->len; i++)
     {
       TwedPlanEntry *e = g_ptr_array_index (plan->entries, i);

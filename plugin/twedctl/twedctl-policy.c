@@ -31,7 +31,7 @@ policy_check (int argc, char **argv)
           /* What the controller will do with the auto bands, so that a
            * typo in its tuning shows before a fleet runs on it. */
           if (nauto)
-            autos = g_strdup_printf ("; %u auto band(s) for twedd: dwell %u s, run-queue wait margin %.0f %%, "
+            autos = g_strdup_printf ("; %u auto band(s) for twedd: dwell %u s, run-queue wait share margin %.0f pts, "
                                      "min gain %.0f %%, stale after %u s, cooldown %u s",
                                      nauto, pol->auto_params.dwell_seconds, pol->auto_params.wait_margin * 100,
                                      pol->auto_params.min_gain * 100, pol->auto_params.stale_seconds,

@@ -199,7 +199,7 @@ class Runner(unittest.TestCase):
         self.assertNotRegex(words[2], r"[ \"']")
         b64 = words[2].split("echo${IFS}")[1].split("|")[0]
         self.assertEqual(base64.b64decode(b64).decode(), script)
-        self.assertIn("if [ $i = 11 ]; then /bin/lockstress --seconds 15 >/dev/null; fi;", script)
+        self.assertIn("if [ $i = 11 ]; then echo TWED-SWEEP: WARM $i; /bin/lockstress --seconds 15 >/dev/null; fi;", script)
         self.assertEqual(session.with_seconds(["--threads", "1"], 3), ["--threads", "1", "--seconds", "3"])
 
     def test_plan_interleaves_settings(self):
@@ -223,6 +223,8 @@ class Matrix(unittest.TestCase):
     def test_good(self):
         m = matrix.parse(json.dumps(GOOD), "good.json")
         self.assertEqual([s.label for s in m.settings], ["off", "fixed-3", "dynamic-1-0-6"])
+        self.assertEqual(m.settings[1].twedtune_args(),
+                         ["--mode", "fixed", "--delay", "3", "--min", "3", "--max", "3"])
         self.assertEqual(m.settings[2].twedtune_args(),
                          ["--mode", "dynamic", "--delay", "1", "--min", "0", "--max", "6"])
         self.assertEqual(m.repetitions, matrix.MIN_REPETITIONS)
@@ -240,6 +242,9 @@ class Matrix(unittest.TestCase):
             self.assertEqual(labels[0], "off")
             self.assertIn("auto-6-14", labels)
             self.assertIn("dynamic-4-0-15", labels)
+            # the whole fixed ladder: the best fixed setting is what auto is held to
+            self.assertEqual([lb for lb in labels if lb.startswith("fixed-")],
+                             [f"fixed-{d}" for d in range(15)])
             self.assertEqual(m.settings[-1].twedtune_args(), ["--mode", "off"])
         self.assertEqual((parts[1].vcpus, parts[1].overcommit[0].pinning(4)), (4, [0, 0, 1, 1]))
         self.assertIsNone(parts[0].neighbour)

@@ -64,6 +64,11 @@ class Setting:
             args += ["--delay", str(self.delay)]
         if self.mode == "dynamic":
             args += ["--min", str(self.min), "--max", str(self.max)]
+        elif self.mode == "fixed":
+            # As the plugin sends it (interfaces.md section 4): bounds
+            # stored by an earlier setting of the session (twedd's fixed
+            # steps under auto) would refuse a delay outside them.
+            args += ["--min", str(self.delay), "--max", str(self.delay)]
         return args
 
     def to_json(self):

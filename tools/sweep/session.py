@@ -16,8 +16,10 @@ How a session goes:
    the auto segment: run the workload unmeasured for the warm-up, under
    twedd), print BEGIN i, run the workload, print END i STATUS.
 3. At WAIT i the host applies setting i live (twedtune; for auto the
-   guest goes to off and twedd starts with a policy of mode auto over
-   this guest only), takes the first `virsh domstats --vcpu` sample
+   guest goes to off, and twedd starts with a policy of mode auto over
+   this guest only when the guest prints WARM i and begins the warm-up:
+   a first window at off measured while the guest idles in the gap would
+   not be the workload's), takes the first `virsh domstats --vcpu` sample
    while the guest idles in the gap, and checks that BEGIN i has not been
    printed yet (else the gap was too short and the segment fails).  The
    second sample is at END.  For auto the first is at BEGIN (the guest
@@ -46,6 +48,7 @@ from . import runner, workloads
 
 NEIGHBOUR_NAME = "twed-sweep-nb"
 WAIT_MARK = "TWED-SWEEP: WAIT"
+WARM_MARK = "TWED-SWEEP: WARM"
 SAMPLE_SECONDS = 1.0
 STALL_SECONDS = 8
 
@@ -54,7 +57,7 @@ def session_script(argv, segments, gap, auto_index, warmup_argv):
     """The guest's script: plain sh, run through eval after base64 -d."""
     # The auto segment: the warm-up under twedd, and a second idle after
     # BEGIN so that the host's first stats sample lands before the run.
-    warm = (f"if [ $i = {auto_index} ]; then {' '.join(warmup_argv)} >/dev/null; fi; "
+    warm = (f"if [ $i = {auto_index} ]; then echo {WARM_MARK} $i; {' '.join(warmup_argv)} >/dev/null; fi; "
             if auto_index else "")
     settle = f"if [ $i = {auto_index} ]; then sleep 1; fi; " if auto_index else ""
     return (f"for i in $(seq 1 {segments}); do echo {WAIT_MARK} $i; sleep {gap}; {warm}"
@@ -285,6 +288,7 @@ class SessionRunner:
                         runner.log(f"  {setting.label}: no exit for {STALL_SECONDS} s: "
                                    f"kicked the vCPUs ({cur})")
                 if setting.mode == "auto":
+                    self._wait(host, f"{WARM_MARK} {i}", self.base.run_timeout, sample)
                     twedd = self._start_twedd(host, spec, setting, workdir)
                 else:
                     # The guest idles in the gap: the run starts after BEGIN,

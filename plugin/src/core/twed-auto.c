@@ -3,10 +3,9 @@
 
 #include <math.h>
 
-/* Below this run-queue wait (1 ms per second over the VMs that share
- * the pCPUs) a relative change means nothing: idle hosts would flap on
- * microseconds. */
-#define WAIT_FLOOR 0.001
+/* A window is judged on at least this many reads: one delta alone may
+ * be a single scheduling burst. */
+#define MIN_READS 2
 /* Fewer WFE exits than this per second of vCPU time leave nothing for
  * a delay to save. */
 #define EXITS_FLOOR 1.0
@@ -22,13 +21,29 @@
 
 typedef struct {
   double exits_per_s;
-  double wait_per_s;
   gint64 at;
   gboolean valid;
 } LevelStats;
 
+/* The run-queue wait and runnable time (wait + CPU time) of one VM's
+ * vCPUs that may run on the pCPUs of the VM judged: the VM itself or a
+ * co-located one.  wait / runnable is the share of the time it wanted a
+ * pCPU that it waited for one.  Unlike the wait per second, the share
+ * does not grow with the number of vCPUs or with how busy the VM is,
+ * and it is bounded, so one noisy read cannot swamp a window. */
+typedef struct {
+  char *name;
+  double wait_ns, run_ns;
+  double share;             /* wait_ns / run_ns, once the window is judged */
+} Party;
+
+typedef struct {
+  double wait_ns, time_ns;
+} VcpuDelta;
+
 typedef struct {
   char *host;
+  char *name;
   int id;
   gint64 prev_at;
   GArray *prev;             /* TwedVcpuSignals of the previous read, NULL = none */
@@ -40,13 +55,18 @@ typedef struct {
 
   /* This read's deltas. */
   gboolean have_delta;
-  double d_exits, d_time_ns, d_wait_ns, d_elapsed_ns;
+  double d_exits, d_time_ns, d_elapsed_ns;
+  GArray *d_vcpus;          /* VcpuDelta by vCPU */
   GArray *pcpus;            /* pCPUs it may run on, NULL = all */
+  GPtrArray *vcpu_pcpus;    /* per vCPU GArray<guint>, NULL entry = all */
 
   /* The window at the current level. */
   int level;
-  double w_exits, w_time_ns, w_wait_ns, w_elapsed_ns;
+  double w_exits, w_time_ns, w_elapsed_ns;
+  guint w_reads;
+  GHashTable *w_parties;    /* uuid -> Party: the VM and its co-runners */
   LevelStats stats[TWED_DELAY_LIMIT + 2]; /* by level + 1 */
+  GHashTable *off_shares;   /* uuid -> Party of the last window at off */
   int ceiling;              /* highest level allowed until ceiling_until */
   gint64 ceiling_until;
   int pending;              /* level last decided, LEVEL_NONE = none */
@@ -67,9 +87,12 @@ struct _TwedAuto {
 void
 twed_auto_params_init (TwedAutoParams *p)
 {
-  /* Margins above the spread of a few cycles' run-queue wait; a dwell
-   * of two default intervals, so a setting is judged on a full one. */
-  p->wait_margin = 0.10;
+  /* A margin of 5 points of wait share: above the spread of a few
+   * cycles' shares of always-runnable vCPUs, below the rise of a
+   * neighbour whose pCPU a spinner holds (a third of the pCPU to a
+   * half).  A dwell of two default intervals, so a setting is judged
+   * on a full one. */
+  p->wait_margin = 0.05;
   p->min_gain = 0.10;
   p->dwell_seconds = 120;
   p->stale_seconds = 300;
@@ -102,9 +125,28 @@ twed_auto_verdict_clear (TwedAutoVerdict *v)
 }
 
 static void
+party_free (Party *p)
+{
+  g_free (p->name);
+  g_free (p);
+}
+
+static GHashTable *
+parties_new (void)
+{
+  return g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) party_free);
+}
+
+static void
 vm_state_free (VmState *st)
 {
   g_free (st->host);
+  g_free (st->name);
+  g_array_unref (st->d_vcpus);
+  if (st->vcpu_pcpus)
+    g_ptr_array_unref (st->vcpu_pcpus);
+  g_hash_table_unref (st->w_parties);
+  g_hash_table_unref (st->off_shares);
   if (st->prev)
     g_array_unref (st->prev);
   if (st->pcpus)
@@ -122,6 +164,9 @@ vm_state_new (void)
   st->level = LEVEL_NONE;
   st->pending = LEVEL_NONE;
   st->ceiling = TWED_DELAY_LIMIT;
+  st->d_vcpus = g_array_new (FALSE, TRUE, sizeof (VcpuDelta));
+  st->w_parties = parties_new ();
+  st->off_shares = parties_new ();
   return st;
 }
 
@@ -177,7 +222,9 @@ level_name (int level)
 static void
 window_reset (VmState *st)
 {
-  st->w_exits = st->w_time_ns = st->w_wait_ns = st->w_elapsed_ns = 0;
+  st->w_exits = st->w_time_ns = st->w_elapsed_ns = 0;
+  st->w_reads = 0;
+  g_hash_table_remove_all (st->w_parties);
 }
 
 static void
@@ -185,6 +232,36 @@ set_str (char **slot, char *value)
 {
   g_free (*slot);
   *slot = value;
+}
+
+static GArray *
+vcpu_affinity (const TwedDomain *dom, guint v)
+{
+  GArray *a = v < dom->affinity->len ? g_ptr_array_index (dom->affinity, v) : NULL;
+
+  return a ? a : dom->default_affinity;
+}
+
+static void
+cpuset_free (GArray *a)
+{
+  if (a)
+    g_array_unref (a);
+}
+
+/* Each vCPU's pCPUs, kept past the read (the domain is the inventory's). */
+static GPtrArray *
+domain_vcpu_pcpus (const TwedDomain *dom)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) cpuset_free);
+
+  for (guint v = 0; v < dom->nvcpus; v++)
+    {
+      GArray *a = vcpu_affinity (dom, v);
+
+      g_ptr_array_add (out, a ? twed_cpuset_copy (a) : NULL);
+    }
+  return out;
 }
 
 /* The pCPUs any vCPU of @dom may run on; NULL = all of them. */
@@ -198,10 +275,8 @@ domain_pcpus (const TwedDomain *dom)
 
   for (guint v = 0; v < dom->nvcpus; v++)
     {
-      GArray *a = v < dom->affinity->len ? g_ptr_array_index (dom->affinity, v) : NULL;
+      GArray *a = vcpu_affinity (dom, v);
 
-      if (!a)
-        a = dom->default_affinity;
       if (!a)
         return NULL;
       for (guint i = 0; i < a->len; i++)
@@ -247,15 +322,20 @@ static void
 observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const char *was_on)
 {
   const TwedDomainSignals *sig = dom->signals;
-  double exits = 0, time_ns = 0, wait_ns = 0;
+  double exits = 0, time_ns = 0;
   guint twed_delay = 0;
   char *reset = NULL;
 
   st->have_delta = FALSE;
   set_str (&st->reset, NULL);
+  set_str (&st->name, g_strdup (dom->name));
   if (st->pcpus)
     g_array_unref (st->pcpus);
   st->pcpus = domain_pcpus (dom);
+  if (st->vcpu_pcpus)
+    g_ptr_array_unref (st->vcpu_pcpus);
+  st->vcpu_pcpus = domain_vcpu_pcpus (dom);
+  g_array_set_size (st->d_vcpus, 0);
 
   if (!sig || sig->vcpus->len == 0)
     {
@@ -306,9 +386,11 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
           if (de >= DELTA_LIMIT || dw >= DELTA_LIMIT || dt >= DELTA_LIMIT)
             reset = g_strdup_printf ("vcpu.%u.%s went back", v,
                                      de >= DELTA_LIMIT ? "wfe_exit_stat" : dw >= DELTA_LIMIT ? "delay" : "time");
+          VcpuDelta d = { (double) dw, (double) dt };
+
           exits += (double) de;
-          wait_ns += (double) dw;
           time_ns += (double) dt;
+          g_array_append_val (st->d_vcpus, d);
         }
     }
 
@@ -318,6 +400,7 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
       /* Whatever was measured belonged to another process or host. */
       for (guint i = 0; i < G_N_ELEMENTS (st->stats); i++)
         st->stats[i].valid = FALSE;
+      g_hash_table_remove_all (st->off_shares);
       window_reset (st);
       st->advanced_at = sig->at;
     }
@@ -326,7 +409,6 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
       st->have_delta = TRUE;
       st->d_exits = exits;
       st->d_time_ns = time_ns;
-      st->d_wait_ns = wait_ns;
       st->d_elapsed_ns = (double) (sig->at - st->prev_at) * 1000.0;
       if (time_ns > 0)
         st->advanced_at = sig->at;
@@ -377,13 +459,14 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
       g_ptr_array_add (doms, (gpointer) dom);
     }
 
-  /* Each VM's window takes its own deltas and the run-queue wait of
-   * every VM it shares a pCPU with. */
+  /* Each VM's window takes its own deltas and, per VM, the wait and
+   * runnable time of its own vCPUs and of the co-located vCPUs that may
+   * run on its pCPUs. */
   for (guint i = 0; i < states->len; i++)
     {
       VmState *st = g_ptr_array_index (states, i);
-      int level = level_of (g_ptr_array_index (doms, i));
-      double wait = 0;
+      const TwedDomain *dom = g_ptr_array_index (doms, i);
+      int level = level_of (dom);
 
       if (level != st->level)
         {
@@ -402,14 +485,40 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
       for (guint j = 0; j < states->len; j++)
         {
           VmState *o = g_ptr_array_index (states, j);
+          const TwedDomain *odom = g_ptr_array_index (doms, j);
+          double wait = 0, run = 0;
+          gboolean met = FALSE;
+          Party *party;
 
-          if (o->have_delta && (o == st || pcpus_meet (st->pcpus, o->pcpus)))
-            wait += o->d_wait_ns;
+          if (!o->have_delta)
+            continue;
+          for (guint v = 0; v < o->d_vcpus->len; v++)
+            {
+              GArray *a = v < o->vcpu_pcpus->len ? g_ptr_array_index (o->vcpu_pcpus, v) : NULL;
+              const VcpuDelta *d = &g_array_index (o->d_vcpus, VcpuDelta, v);
+
+              if (o != st && !pcpus_meet (st->pcpus, a))
+                continue;
+              met = TRUE;
+              wait += d->wait_ns;
+              run += d->wait_ns + d->time_ns;
+            }
+          if (!met)
+            continue;
+          party = g_hash_table_lookup (st->w_parties, odom->uuid);
+          if (!party)
+            {
+              party = g_new0 (Party, 1);
+              party->name = g_strdup (odom->name);
+              g_hash_table_insert (st->w_parties, g_strdup (odom->uuid), party);
+            }
+          party->wait_ns += wait;
+          party->run_ns += run;
         }
       st->w_exits += st->d_exits;
       st->w_time_ns += st->d_time_ns;
-      st->w_wait_ns += wait;
       st->w_elapsed_ns += st->d_elapsed_ns;
+      st->w_reads++;
     }
 
   if (now != G_MININT64 && forget_after > 0)
@@ -447,13 +556,64 @@ verdict (TwedAutoVerdict *out, TwedAutoDecision d, int level, char *reason)
   out->reason = reason;
 }
 
+/* The wait shares of a window's parties that ran enough to tell: a VM
+ * that was hardly runnable (idle, paused) has a share of noise. */
+static GHashTable *
+window_shares (VmState *st)
+{
+  GHashTable *out = parties_new ();
+  GHashTableIter it;
+  const char *uuid;
+  Party *p;
+
+  g_hash_table_iter_init (&it, st->w_parties);
+  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
+    if (p->run_ns >= IDLE_FRACTION * st->w_elapsed_ns)
+      {
+        Party *share = g_new0 (Party, 1);
+
+        share->name = g_strdup (p->name);
+        share->share = p->wait_ns / p->run_ns;
+        g_hash_table_insert (out, g_strdup (uuid), share);
+      }
+  return out;
+}
+
+/* The largest rise of a party's wait share over its share at off, in
+ * points (a fraction of runnable time); NAN when no party was measured
+ * both there and here.  *@who is that party. */
+static double
+wait_rise (GHashTable *now, GHashTable *off, const Party **who_now, const Party **who_off)
+{
+  double rise = NAN;
+  GHashTableIter it;
+  const char *uuid;
+  Party *p;
+
+  *who_now = *who_off = NULL;
+  g_hash_table_iter_init (&it, now);
+  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
+    {
+      Party *o = g_hash_table_lookup (off, uuid);
+
+      if (o && (isnan (rise) || p->share - o->share > rise))
+        {
+          rise = p->share - o->share;
+          *who_now = p;
+          *who_off = o;
+        }
+    }
+  return rise;
+}
+
 static char *
-figures (double prev, double cur, int level, double wait_change)
+figures (double prev, double cur, int level, double rise, const Party *who_now, const Party *who_off)
 {
   g_autofree char *ln = level_name (level);
   g_autofree char *from = isnan (prev) ? g_strdup ("") : g_strdup_printf ("%.0f → ", prev);
-  g_autofree char *wait = isnan (wait_change) ? g_strdup ("")
-                          : g_strdup_printf (", run-queue wait %+.0f %%", wait_change * 100);
+  g_autofree char *wait = isnan (rise) ? g_strdup ("")
+                          : g_strdup_printf (", run-queue wait share %+.1f pts (%s %.1f %% → %.1f %%)", rise * 100,
+                                             who_now->name, who_off->share * 100, who_now->share * 100);
 
   return g_strdup_printf ("wfe exits/s %s%.0f at %s%s", from, cur, ln, wait);
 }
@@ -466,7 +626,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   int level = level_of (dom);
   VmState *st;
   gint64 now, dwell = (gint64) p->dwell_seconds * G_USEC_PER_SEC;
-  double e, w, e_prev = NAN, wait_change = NAN;
+  double e, e_prev = NAN, wait_change = NAN;
+  g_autoptr(GHashTable) shares = NULL;
   LevelStats *off, *below;
   int top;
   g_autofree char *ln = level_name (level);
@@ -555,10 +716,10 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   below = level == LEVEL_OFF ? NULL : level == lo ? off : &st->stats[level];
   if (below && below->valid)
     e_prev = below->exits_per_s;
-  if (st->w_elapsed_ns < (double) dwell * 1000.0)
+  if (st->w_elapsed_ns < (double) dwell * 1000.0 || st->w_reads < MIN_READS)
     {
       LevelStats *cur = &st->stats[level + 1];
-      g_autofree char *f = cur->valid ? figures (e_prev, cur->exits_per_s, level, NAN) : NULL;
+      g_autofree char *f = cur->valid ? figures (e_prev, cur->exits_per_s, level, NAN, NULL, NULL) : NULL;
 
       verdict (out, TWED_AUTO_HOLD, level,
                g_strdup_printf ("dwell %.0f s of %u s at %s%s%s", st->w_elapsed_ns / 1e9, p->dwell_seconds, ln,
@@ -581,8 +742,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
 
   /* A full window at this level: judge it, then start the next. */
   e = st->w_time_ns > 0 ? st->w_exits / (st->w_time_ns / 1e9) : 0;
-  w = st->w_wait_ns / st->w_elapsed_ns;
-  st->stats[level + 1] = (LevelStats) { e, w, now, TRUE };
+  shares = window_shares (st);
+  st->stats[level + 1] = (LevelStats) { e, now, TRUE };
   window_reset (st);
   out->exits_per_s = e;
   out->prev_exits_per_s = e_prev;
@@ -592,6 +753,12 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
 
   if (level == LEVEL_OFF)
     {
+      const Party *own = g_hash_table_lookup (shares, dom->uuid);
+      g_autofree char *own_share = own ? g_strdup_printf ("%.1f %%", own->share * 100) : g_strdup ("not measured");
+
+      /* What every later level is compared with. */
+      g_hash_table_unref (st->off_shares);
+      st->off_shares = g_steal_pointer (&shares);
       if (top < lo)
         verdict (out, TWED_AUTO_HOLD, level,
                  g_strdup_printf ("wfe exits/s %.0f at off; %d and above barred for %" G_GINT64_FORMAT
@@ -600,8 +767,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
         verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("wfe exits/s %.1f at off: nothing to save", e));
       else
         verdict (out, TWED_AUTO_STEP_UP, lo,
-                 g_strdup_printf ("wfe exits/s %.0f at off, run-queue wait %.1f ms/s, step up to %d",
-                                  e, w * 1000, lo));
+                 g_strdup_printf ("wfe exits/s %.0f at off, run-queue wait share %s, step up to %d",
+                                  e, own_share, lo));
       goto done;
     }
   if (!off->valid)
@@ -611,13 +778,22 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                                 e, ln));
       goto done;
     }
-  wait_change = (w - off->wait_per_s) / MAX (off->wait_per_s, WAIT_FLOOR);
-  out->wait_change = wait_change;
   {
-    g_autofree char *f = figures (e_prev, e, level, wait_change);
+    const Party *who_now, *who_off;
+    g_autofree char *f = NULL;
     int down = level == lo ? LEVEL_OFF : level - 1;
     gboolean exits_rose = !isnan (e_prev) && e > e_prev * (1 + p->min_gain);
     gboolean exits_cut = !isnan (e_prev) && e < e_prev * (1 - p->min_gain);
+
+    /* The cost of the window is paid by whoever waits for the pCPU:
+     * the VM's own vCPUs (a lock holder behind its spinner) or a
+     * co-runner.  Compared in shares of runnable time per VM, so that
+     * vCPUs which are always runnable (their share is set by the
+     * overcommit, whatever the delay) do not read as a cost, while a
+     * neighbour whose pCPU the spinner holds through the window does. */
+    wait_change = wait_rise (shares, st->off_shares, &who_now, &who_off);
+    out->wait_change = wait_change;
+    f = figures (e_prev, e, level, wait_change, who_now, who_off);
 
     if (wait_change > p->wait_margin || exits_rose)
       {

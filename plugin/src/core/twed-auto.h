@@ -6,19 +6,21 @@
  * (wfe_exit_stat, twed_delay, run-queue wait vcpu.N.delay, CPU time
  * vcpu.N.time) into deltas, and moves the VM's fixed delay one step at
  * a time within the band's bounds.  It lowers WFE trap exits per second
- * of vCPU time only while the run-queue wait of the VM's and its
- * co-located VMs' vCPUs stays within a margin of what it was with TWED
- * off: the time a vCPU spins in the window is paid by whoever waits for
- * that pCPU.  Pure: no I/O, times come from the reads. */
+ * of vCPU time only while no VM among the VM itself and the co-located
+ * VMs (their vCPUs that may run on its pCPUs) waits a larger share of
+ * its runnable time, wait / (wait + CPU time), than it did with TWED
+ * off, beyond a margin: the time a vCPU spins in the window is paid by
+ * whoever waits for that pCPU.  Pure: no I/O, times come from the
+ * reads. */
 
 #include "twed-inventory.h"
 
 G_BEGIN_DECLS
 
 typedef struct {
-  double wait_margin;     /* run-queue wait may grow by this fraction over off */
+  double wait_margin;     /* a run-queue wait share may rise by this (points, as a fraction) over off */
   double min_gain;        /* a step up must cut exits/s by this fraction */
-  guint dwell_seconds;    /* minimum time at a setting before judging it */
+  guint dwell_seconds;    /* minimum time (and two reads) at a setting before judging it */
   guint stale_seconds;    /* signals older than this: fall back to off */
   guint cooldown_seconds; /* after a back-off, the levels above stay barred */
 } TwedAutoParams;
@@ -41,7 +43,7 @@ typedef struct {
   TwedSetting target;     /* off or fixed */
   double exits_per_s;     /* WFE exits per second of vCPU time, at the current setting */
   double prev_exits_per_s;/* the same one step lower (off for the lowest) */
-  double wait_change;     /* run-queue wait (VM and co-located) versus off, fraction */
+  double wait_change;     /* largest rise of a wait share (VM or co-located) over off, fraction */
   char *reason;
 } TwedAutoVerdict;
 

@@ -4,10 +4,14 @@
 Each trace is what the inventory would read from a host every 10 s: per
 VM its libvirt id, current setting, pCPUs and per vCPU the cumulative
 wfe_exit_stat, vcpu.N.delay (run-queue wait, ns), vcpu.N.time (ns) and
-twed_delay.  The rates per setting are modelled on the emulated
-cluster's measurements (lockstress, host-b: off 575 WFE exits in 3 s
-falling to 99 at fixed:10; run-queue wait of a co-runner growing with a
-spinning window).  `expect` lines are the controller's decisions that
+twed_delay.  A VM's model gives, per setting, its WFE exits per second
+of vCPU time and the share of its runnable time it waits for a pCPU;
+each vCPU is runnable for `runnable` of the elapsed time.  The rates
+are modelled on the emulated cluster's measurements (lockstress,
+host-b: off 575 WFE exits in 3 s falling to 99 at fixed:10; always
+runnable vCPUs waiting half their runnable time on 4 vCPUs over 2 pCPUs
+whatever the delay; a co-runner's wait share growing with a spinning
+window).  `expect` lines are the controller's decisions that
 the test asserts: they are written here by hand, from the contract, not
 from the controller.  Run it again after changing a model; the test
 reads the files only."""
@@ -18,9 +22,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class Vm:
-    def __init__(self, name, uuid, vid, nvcpus, pcpus, share, model, start=None):
+    def __init__(self, name, uuid, vid, nvcpus, pcpus, runnable, model, start=None):
         self.name, self.uuid, self.id = name, uuid, vid
-        self.pcpus, self.share, self.model = pcpus, share, model
+        self.pcpus, self.runnable, self.model = pcpus, runnable, model
         # cumulative per vCPU: wfe, wait_ns, time_ns
         self.c = [list(start) if start else [1000, 5_000_000, 2_000_000_000] for _ in range(nvcpus)]
         self.setting = "off"
@@ -31,11 +35,12 @@ class Vm:
         return -1 if self.setting == "off" else int(self.setting.split(":")[1])
 
     def advance(self, dt, running=True):
-        exits_per_s, wait_per_s = self.model(self.level())
+        exits_per_s, wait_share = self.model(self.level())
         for c in self.c:
-            t = self.share * dt if running else 0
+            r = self.runnable * dt if running else 0
+            t = r * (1 - wait_share)
             c[0] = (c[0] + round(exits_per_s * t)) % U64
-            c[1] = (c[1] + round(wait_per_s * 1e9 * dt if running else 0)) % U64
+            c[1] = (c[1] + round(r * wait_share * 1e9)) % U64
             c[2] = (c[2] + round(t * 1e9)) % U64
 
     def line(self):
@@ -78,7 +83,7 @@ class Trace:
             f.write("\n".join(self.out) + "\n")
 
 
-P = dict(margin=0.10, gain=0.10, dwell=20, stale=60, cooldown=100)
+P = dict(margin=0.05, gain=0.10, dwell=20, stale=60, cooldown=100)
 
 
 def table(exits, waits):
@@ -94,9 +99,11 @@ def first_read(tr, host, vms):
 
 def climb():
     tr = Trace("climb", """4 vCPUs on 2 pCPUs: hand-overs across pCPUs, exits fall with the
-delay and the run-queue wait does not grow; auto climbs to its bound.""", (2, 5), P)
-    lock = Vm("lock", "00000000-0000-0000-0000-00000000000a", 7, 4, "0-1", 0.5,
-              table({-1: 1800, 2: 1500, 3: 900, 4: 500, 5: 300}, {-1: 0.200, 2: 0.202, 3: 0.204, 4: 0.205}))
+delay.  The vCPUs are always runnable, so each waits about half its
+runnable time whatever the delay (the overcommit sets it): within the
+margin, auto climbs to its bound.""", (2, 5), P)
+    lock = Vm("lock", "00000000-0000-0000-0000-00000000000a", 7, 4, "0-1", 1.0,
+              table({-1: 1800, 2: 1500, 3: 900, 4: 500, 5: 300}, {-1: 0.50, 2: 0.52, 3: 0.48, 4: 0.51, 5: 0.53}))
     first_read(tr, "host-a", [lock])
     tr.expect(lock, "baseline", "off", "first read")
     tr.read("host-a", [lock]); tr.expect(lock, "hold", "off", "dwell 10 s of 20 s at off")
@@ -105,22 +112,25 @@ delay and the run-queue wait does not grow; auto climbs to its bound.""", (2, 5)
         lock.setting = f"fixed:{lvl}"
         tr.read("host-a", [lock]); tr.expect(lock, "hold", f"fixed:{lvl}", f"dwell 10 s of 20 s at {lvl}")
         tr.read("host-a", [lock])
-        tr.expect(lock, "step-up", f"fixed:{lvl + 1}", f"wfe exits/s {prev} → {cur} at {lvl}, run-queue wait +")
+        tr.expect(lock, "step-up", f"fixed:{lvl + 1}", f"wfe exits/s {prev} → {cur} at {lvl}, run-queue wait share ")
     lock.setting = "fixed:5"
     tr.read("host-a", [lock]); tr.expect(lock, "hold", "fixed:5")
-    tr.read("host-a", [lock]); tr.expect(lock, "hold", "fixed:5", "wfe exits/s 500 → 300 at 5, run-queue wait +2 %, hold: at the bound")
+    tr.read("host-a", [lock]); tr.expect(lock, "hold", "fixed:5", "wfe exits/s 500 → 300 at 5, run-queue wait share +3.0 pts (lock 50.0 % → 53.0 %), hold: at the bound")
     tr.write()
 
 
 def backoff():
     tr = Trace("backoff", """2 vCPUs of a lock-heavy VM and a compute-bound neighbour on one pCPU:
-the spinning window takes the time the neighbour waits for.  auto steps
-down when the co-located run-queue wait grows past the margin, keeps
-the level above barred for the cooldown, then probes again.""", (2, 6), P)
-    lock = Vm("lock", "00000000-0000-0000-0000-00000000000b", 3, 2, "0", 0.33,
-              table({-1: 575, 2: 450, 3: 300}, {-1: 0.300, 2: 0.305, 3: 0.390}))
-    nb = Vm("neigh", "00000000-0000-0000-0000-00000000000c", 4, 1, "0", 0.34,
-            lambda level: (0, {-1: 0.300, 2: 0.310}.get(level, 0.420)))
+at off the spinner's exits hand the pCPU over and the neighbour gets
+more than a third of it; from 3 the spinner holds it through the window
+and the neighbour waits a larger share (45 % -> 62 %), while the lock
+VM's own share even falls.  auto steps down when a co-runner's share
+rises past the margin, keeps the level above barred for the cooldown,
+then probes again.""", (2, 6), P)
+    lock = Vm("lock", "00000000-0000-0000-0000-00000000000b", 3, 2, "0", 1.0,
+              table({-1: 575, 2: 450, 3: 300}, {-1: 0.70, 2: 0.69, 3: 0.62}))
+    nb = Vm("neigh", "00000000-0000-0000-0000-00000000000c", 4, 1, "0", 1.0,
+            lambda level: (0, {-1: 0.45, 2: 0.47}.get(level, 0.62)))
     # the neighbour's wait follows the lock VM's setting
     nb.level = lambda: lock.level()
     first_read(tr, "host-b", [lock, nb])
@@ -129,11 +139,11 @@ the level above barred for the cooldown, then probes again.""", (2, 6), P)
     tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:2")
     lock.setting = "fixed:2"
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2")
-    tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:3", "wfe exits/s 575 → 450 at 2, run-queue wait +2 %, step up")
+    tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:3", "wfe exits/s 575 → 450 at 2, run-queue wait share +2.0 pts (neigh 45.0 % → 47.0 %), step up")
     lock.setting = "fixed:3"
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:3")
     tr.read("host-b", [lock, nb])
-    tr.expect(lock, "step-down", "fixed:2", "wfe exits/s 450 → 300 at 3, run-queue wait +33 %, above the margin, step down")
+    tr.expect(lock, "step-down", "fixed:2", "wfe exits/s 450 → 300 at 3, run-queue wait share +17.0 pts (neigh 45.0 % → 62.0 %), above the margin, step down")
     lock.setting = "fixed:2"
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2")
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2", "hold: at the back-off ceiling")
@@ -148,17 +158,19 @@ the level above barred for the cooldown, then probes again.""", (2, 6), P)
 
 
 def spinner():
-    tr = Trace("spinner", """2 vCPUs on 1 pCPU: the lock holder waits behind the spinner, the
-run-queue wait grows at the lowest delay already; auto returns to off
-and stays there for the cooldown.""", (2, 6), P)
-    lock = Vm("lock", "00000000-0000-0000-0000-00000000000d", 9, 2, "0", 0.5,
-              table({-1: 575, 2: 560}, {-1: 0.400, 2: 0.480}))
+    tr = Trace("spinner", """2 vCPUs on 1 pCPU, runnable 80 % of the time (the threads sleep
+between rounds): the lock holder waits behind the spinner, which holds
+the pCPU through the window, and the VM's own wait share grows at the
+lowest delay already; auto returns to off and stays there for the
+cooldown.""", (2, 6), P)
+    lock = Vm("lock", "00000000-0000-0000-0000-00000000000d", 9, 2, "0", 0.8,
+              table({-1: 575, 2: 560}, {-1: 0.40, 2: 0.48}))
     first_read(tr, "host-b", [lock])
     tr.expect(lock, "baseline", "off")
     tr.read("host-b", [lock]); tr.read("host-b", [lock]); tr.expect(lock, "step-up", "fixed:2")
     lock.setting = "fixed:2"
     tr.read("host-b", [lock]); tr.read("host-b", [lock])
-    tr.expect(lock, "step-down", "off", "run-queue wait +20 %, above the margin, step down")
+    tr.expect(lock, "step-down", "off", "run-queue wait share +8.0 pts (lock 40.0 % → 48.0 %), above the margin, step down")
     lock.setting = "off"
     tr.read("host-b", [lock]); tr.read("host-b", [lock])
     tr.expect(lock, "hold", "off", "2 and above barred")
@@ -174,11 +186,11 @@ def flat():
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
     a.setting = "fixed:2"
     tr.read("host-a", [a]); tr.read("host-a", [a])
-    tr.expect(a, "hold", "fixed:2", "wfe exits/s 600 → 580 at 2, run-queue wait +0 %, hold: exits not cut by 10 %")
+    tr.expect(a, "hold", "fixed:2", "wfe exits/s 600 → 580 at 2, run-queue wait share +0.0 pts (flat 10.0 % → 10.0 %), hold: exits not cut by 10 %")
     # set by hand to 3: the controller continues from there
     a.setting = "fixed:3"
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.read("host-a", [a])
-    tr.expect(a, "step-down", "fixed:2", "wfe exits/s 580 → 700 at 3, run-queue wait +0 %, more exits than one step lower, step down")
+    tr.expect(a, "step-down", "fixed:2", "wfe exits/s 580 → 700 at 3, run-queue wait share +0.0 pts (flat 10.0 % → 10.0 %), more exits than one step lower, step down")
     tr.write()
 
 
@@ -273,7 +285,7 @@ through then).""", (2, 6), P)
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "hold", "fixed:3", "hold: at the back-off ceiling")
     tr.read("host-a", [a]); tr.read("host-a", [a])
-    tr.expect(a, "step-up", "fixed:4", "wfe exits/s 800 → 500 at 3, run-queue wait +0 %, step up")
+    tr.expect(a, "step-up", "fixed:4", "wfe exits/s 800 → 500 at 3, run-queue wait share +0.0 pts (vm 10.0 % → 10.0 %), step up")
     a.setting = "dynamic:3"
     tr.read("host-a", [a]); tr.expect(a, "step-down", "off", "outside the auto bounds 2..6")
     tr.write()
@@ -297,6 +309,27 @@ bounds 2..3; the VM stays at 3, the new top.""", (2, 6), P)
     tr.write()
 
 
+def apart():
+    tr = Trace("apart", """Whose wait counts: a VM that barely runs on the same pCPU (its share
+swings from 10 % to 90 % on a few milliseconds) and a busy VM on other
+pCPUs whose share rises are not the lock VM's cost; its own share and
+that of the co-runner that may run on its pCPUs stay flat: auto climbs.""", (2, 4), P)
+    lock = Vm("lock", "00000000-0000-0000-0000-000000000015", 6, 2, "0-1", 1.0,
+              table({-1: 1200, 2: 800, 3: 500}, {-1: 0.30}))
+    idle = Vm("idle", "00000000-0000-0000-0000-000000000016", 7, 1, "1", 0.005,
+              lambda level: (0, 0.10 if level < 0 else 0.90))
+    other = Vm("other", "00000000-0000-0000-0000-000000000017", 8, 2, "2-3", 1.0,
+               lambda level: (0, 0.20 if level < 0 else 0.60))
+    idle.level = other.level = lambda: lock.level()
+    vms = [lock, idle, other]
+    first_read(tr, "host-a", vms); tr.expect(lock, "baseline", "off")
+    tr.read("host-a", vms); tr.read("host-a", vms); tr.expect(lock, "step-up", "fixed:2")
+    lock.setting = "fixed:2"
+    tr.read("host-a", vms); tr.read("host-a", vms)
+    tr.expect(lock, "step-up", "fixed:3", "wfe exits/s 1200 → 800 at 2, run-queue wait share +0.0 pts (lock 30.0 % → 30.0 %), step up")
+    tr.write()
+
+
 def incoming():
     tr = Trace("incoming", """A live migration under way: the destination host-b lists the VM
 (paused, no signals yet) between two reads of host-a.  host-b's
@@ -312,10 +345,10 @@ what was measured there and its next step.""", (2, 5), P)
     tr.read("host-b", [b], dt=5); tr.expect(b, "fallback", "off", "signals missing")
     a.advance(5)
     tr.read("host-a", [a], dt=5)
-    tr.expect(a, "step-up", "fixed:3", "wfe exits/s 1000 → 600 at 2, run-queue wait +0 %, step up")
+    tr.expect(a, "step-up", "fixed:3", "wfe exits/s 1000 → 600 at 2, run-queue wait share +0.0 pts (vm 10.0 % → 10.0 %), step up")
     tr.write()
 
 
 if __name__ == "__main__":
-    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, narrowed, incoming):
+    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, narrowed, incoming, apart):
         f()
