@@ -119,6 +119,68 @@ kill -TERM "$pid"
 wait "$pid"
 pid=
 
+# One VM on two hosts at once (mid-migration, or an inactive copy left
+# on the source): the hosts' passes, read together, are granted together;
+# the VM is changed once within min_change_interval.
+for i in 0 1; do
+	cat >"$tmp/node-$i.xml" <<-XML
+	<node><domain type='test'><name>mover</name><uuid>5b0c1b6e-62a4-4a5c-9a39-3f0e9c1d2a01</uuid>
+	<memory>1048576</memory><vcpu>4</vcpu><os><type>hvm</type></os></domain>
+	<cpu><mhz>2600</mhz><active>2</active><nodes>1</nodes><sockets>1</sockets><cores>2</cores><threads>1</threads></cpu>
+	<memory>8388608</memory></node>
+	XML
+done
+printf 'h0 test://%s/node-0.xml\nh1 test://%s/node-1.xml\n' "$tmp" "$tmp" >"$tmp/hosts"
+rm -rf "$tmp/state"
+config 100 600
+start "$tmp/twice.log" 0
+check "same uuid: both hosts read" wait_for 20 sh -c "[ \$(grep -c '\"message\":\"cycle ' '$tmp/twice.log') -ge 2 ]"
+check "same uuid: one change made" wait_for 10 sh -c "[ \$(grep -c '\"change\":' '$tmp/twice.log') -eq 1 ]"
+sleep 1
+echo "# same uuid: $(made "$tmp/twice.log") change(s) made"
+check "same uuid: still one change" test "$(made "$tmp/twice.log")" -eq 1
+check "same uuid: the other host's pass defers it" grep -q '1 VM(s), 0 change(s), 1 deferred' "$tmp/twice.log"
+kill -TERM "$pid"
+wait "$pid"
+pid=
+
+# A state write that does not return (a hung state mount: every fsync
+# there takes 60 s): the granted passes wait on it, reported as stuck
+# (twed_passes_stuck, /healthz 503) after hung_pass_after (at least twice
+# the interval), and SIGTERM does not wait for it past hung_pass_after.
+hosts 1
+rm -rf "$tmp/state"
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat >"$tmp/twed.conf" <<-CONF
+[twed]
+hosts_file=$tmp/hosts
+policy_dir=$demo/policies.d
+interval=2
+hung_pass_after=1
+state_dir=$tmp/state
+[metrics]
+listen=127.0.0.1:$port
+health_intervals=1000
+CONF
+start "$tmp/hung-write.log" 60000
+metric() { curl -s "http://127.0.0.1:$port/metrics" | grep -qx "$1"; }
+check "hung write: changes granted" wait_for 20 grep -q 'change(s) granted' "$tmp/hung-write.log"
+check "hung write: twed_passes_stuck 1" wait_for 20 metric 'twed_passes_stuck 1'
+check "hung write: the host shows down" metric 'twed_host_up{host="h0"} 0'
+check "hung write: /healthz 503 naming the state write" \
+	sh -c "[ \"\$(curl -s -o '$tmp/body' -w '%{http_code}' http://127.0.0.1:$port/healthz)\" = 503 ] && grep -q 'state write' '$tmp/body'"
+check "hung write: a warning naming the state file" grep -q 'for the state write that records its grant: writing .* does not return' "$tmp/hung-write.log"
+check "hung write: nothing changed" test "$(made "$tmp/hung-write.log")" -eq 0
+kill -TERM "$pid"
+stopped=$(date +%s)
+wait "$pid"
+rc=$?
+pid=
+echo "# hung write: SIGTERM ended twedd in $(($(date +%s) - stopped)) s, exit $rc"
+check "hung write: SIGTERM ends it within 10 s" test $(($(date +%s) - stopped)) -le 10
+check "hung write: exit non-zero" test "$rc" -ne 0
+check "hung write: saying why" grep -q 'a file write has not returned in 1 s' "$tmp/hung-write.log"
+
 [ "$fails" -eq 0 ] || tail -n 5 "$tmp"/*.log | sed 's/^/# /'
 echo "1..$n"
 [ "$fails" -eq 0 ]
