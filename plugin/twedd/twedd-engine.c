@@ -262,7 +262,8 @@ file_write_now (FileWrite *w)
    * returned is recorded whatever comes next. */
   if (!g_file_set_contents_full (w->path, text, (gssize) len, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
     {
-      g_warning ("state file %s: %s: the rate limits will not survive a restart", w->path, error->message);
+      g_warning ("state file %s: %s: the changes it would grant are not made while it cannot be written",
+                 w->path, error->message);
       return FALSE;
     }
   return TRUE;
