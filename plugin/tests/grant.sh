@@ -177,6 +177,9 @@ check "hung write: a warning naming the state file" grep -q 'for the state write
 check "hung write: nothing changed" test "$(made "$tmp/hung-write.log")" -eq 0
 kill -TERM "$pid"
 stopped=$(date +%s)
+# Not waited for blindly: a twedd that waits on the write would hang here.
+wait_for 15 sh -c "! kill -0 $pid"
+kill -KILL "$pid" 2>/dev/null
 wait "$pid"
 rc=$?
 pid=
