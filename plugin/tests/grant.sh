@@ -65,11 +65,14 @@ start() {
 # made LOG...: the changes the logs record as made, together
 made() { cat "$@" 2>/dev/null | grep -c '"change":'; }
 
-# run NAME HOSTS: twedd killed at its first change made, then started
-# again until every host had a pass
+# run NAME HOSTS [CHANGES]: twedd killed at its first change made (or
+# once CHANGES are made: passes granted in separate batches have their
+# grants on disk then), then started again until every host had a pass
 run() {
 	start "$tmp/$1-1.log"
 	check "$1: the first twedd makes a change" wait_for 20 sh -c "grep -q '\"change\":' '$tmp/$1-1.log'"
+	[ -z "${3:-}" ] || check "$1: the first twedd makes $3 changes" \
+		wait_for 20 sh -c "[ \$(grep -c '\"change\":' '$tmp/$1-1.log') -ge $3 ]"
 	kill -KILL "$pid"
 	wait "$pid" 2>/dev/null
 	start "$tmp/$1-2.log"
@@ -92,7 +95,7 @@ check "budget: no more than 4 changes made in the interval, across the restart" 
 hosts 2
 rm -rf "$tmp/state"
 config 100 600
-run min-interval 2
+run min-interval 2 4
 grep -h '"change":' "$tmp/min-interval-1.log" "$tmp/min-interval-2.log" |
 	sed 's/.*"host":"\([^"]*\)".*"domain":"\([^"]*\)".*/\1 \2/' | sort | uniq -d >"$tmp/twice"
 check "min-interval: no VM changed twice within min_change_interval, across the restart" test ! -s "$tmp/twice"
@@ -118,6 +121,72 @@ check "reload: dry run off, the same interval's budget makes all 4" \
 kill -TERM "$pid"
 wait "$pid"
 pid=
+
+# One VM on two hosts at once (mid-migration, or an inactive copy left
+# on the source): the hosts' passes, read together, are granted together;
+# the VM is changed once within min_change_interval.
+for i in 0 1; do
+	cat >"$tmp/node-$i.xml" <<-XML
+	<node><domain type='test'><name>mover</name><uuid>5b0c1b6e-62a4-4a5c-9a39-3f0e9c1d2a01</uuid>
+	<memory>1048576</memory><vcpu>4</vcpu><os><type>hvm</type></os></domain>
+	<cpu><mhz>2600</mhz><active>2</active><nodes>1</nodes><sockets>1</sockets><cores>2</cores><threads>1</threads></cpu>
+	<memory>8388608</memory></node>
+	XML
+done
+printf 'h0 test://%s/node-0.xml\nh1 test://%s/node-1.xml\n' "$tmp" "$tmp" >"$tmp/hosts"
+rm -rf "$tmp/state"
+config 100 600
+start "$tmp/twice.log" 0
+check "same uuid: both hosts read" wait_for 20 sh -c "[ \$(grep -c '\"message\":\"cycle ' '$tmp/twice.log') -ge 2 ]"
+check "same uuid: one change made" wait_for 10 sh -c "[ \$(grep -c '\"change\":' '$tmp/twice.log') -eq 1 ]"
+sleep 1
+echo "# same uuid: $(made "$tmp/twice.log") change(s) made"
+check "same uuid: still one change" test "$(made "$tmp/twice.log")" -eq 1
+check "same uuid: the other host's pass defers it" grep -q '1 VM(s), 0 change(s), 1 deferred' "$tmp/twice.log"
+kill -TERM "$pid"
+wait "$pid"
+pid=
+
+# A state write that does not return (a hung state mount: every fsync
+# there takes 60 s): the granted passes wait on it, reported as stuck
+# (twed_passes_stuck, /healthz 503) after hung_pass_after (at least twice
+# the interval), and SIGTERM does not wait for it past hung_pass_after.
+hosts 1
+rm -rf "$tmp/state"
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat >"$tmp/twed.conf" <<-CONF
+[twed]
+hosts_file=$tmp/hosts
+policy_dir=$demo/policies.d
+interval=2
+hung_pass_after=1
+state_dir=$tmp/state
+[metrics]
+listen=127.0.0.1:$port
+health_intervals=1000
+CONF
+start "$tmp/hung-write.log" 60000
+metric() { curl -s "http://127.0.0.1:$port/metrics" | grep -qx "$1"; }
+check "hung write: changes granted" wait_for 20 grep -q 'change(s) granted' "$tmp/hung-write.log"
+check "hung write: twed_passes_stuck 1" wait_for 20 metric 'twed_passes_stuck 1'
+# Its first pass never ended: the host has no plan to mark down yet.
+check "hung write: the host does not show up" sh -c "! curl -s http://127.0.0.1:$port/metrics | grep -qx 'twed_host_up{host=\"h0\"} 1'"
+check "hung write: /healthz 503 naming the state write" \
+	sh -c "[ \"\$(curl -s -o '$tmp/body' -w '%{http_code}' http://127.0.0.1:$port/healthz)\" = 503 ] && grep -q 'state write' '$tmp/body'"
+check "hung write: a warning naming the state file" grep -q 'for the state write that records its grant: writing .* does not return' "$tmp/hung-write.log"
+check "hung write: nothing changed" test "$(made "$tmp/hung-write.log")" -eq 0
+kill -TERM "$pid"
+stopped=$(date +%s)
+# Not waited for blindly: a twedd that waits on the write would hang here.
+wait_for 15 sh -c "! kill -0 $pid"
+kill -KILL "$pid" 2>/dev/null
+wait "$pid"
+rc=$?
+pid=
+echo "# hung write: SIGTERM ended twedd in $(($(date +%s) - stopped)) s, exit $rc"
+check "hung write: SIGTERM ends it within 10 s" test $(($(date +%s) - stopped)) -le 10
+check "hung write: exit non-zero" test "$rc" -ne 0
+check "hung write: saying why" grep -q 'a file write has not returned in 1 s' "$tmp/hung-write.log"
 
 [ "$fails" -eq 0 ] || tail -n 5 "$tmp"/*.log | sed 's/^/# /'
 echo "1..$n"

@@ -22,12 +22,14 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mount -t tmpfs twed-test /run/systemd || { echo "Bail out! cannot mount a tmpfs on /run/systemd"; exit 1; }
 
-# capture NAME [--stderr-journal] -- twedctl ARGS: the journal in $tmp/NAME.journal
+# capture NAME [--stderr-journal] -- twedctl ARGS: the journal in $tmp/NAME.journal,
+# its stdout dropped
 capture() {
 	name=$1
 	shift
 	rm -f /run/systemd/journal/socket /run/systemd/journal/stdout
-	/usr/bin/python3 "$here/journal-capture.py" "$tmp/$name.journal" "$tmp/$name.err" "$@"
+	# twedctl's own output (its plan table) would break the TAP stream.
+	/usr/bin/python3 "$here/journal-capture.py" "$tmp/$name.journal" "$tmp/$name.err" "$@" >/dev/null
 }
 # has NAME FIELD=VALUE...: one message of the journal carries them all
 has() {

@@ -243,6 +243,112 @@ test_min_interval_follows_migration (void)
   g_rmdir (dir);
 }
 
+/* Two hosts list one VM (mid-migration, or an inactive copy left on the
+ * source) and their passes, read together, both plan to change it: one
+ * change is granted, whatever the budget. */
+static void
+test_min_interval_same_uuid_one_batch (void)
+{
+  g_autoptr(TwedPolicySet) set = policy_all_fixed (3);
+  g_autofree char *dir = g_dir_make_tmp ("twed-twice-XXXXXX", NULL);
+  g_autofree char *a_uri = node_file (dir, "a", MOVER_XML);
+  g_autofree char *b_uri = node_file (dir, "b", MOVER_XML);
+  g_autoptr(TwedBackend) b = backend_of ("a", a_uri, "b", b_uri);
+  g_autoptr(TwedPlan) pa = NULL;
+  g_autoptr(TwedPlan) pb = NULL;
+  g_autoptr(TwedPlan) again = NULL;
+  const char *const only_a[] = { "a", NULL }, *const only_b[] = { "b", NULL };
+  g_autoptr(GPtrArray) ha = NULL;
+  g_autoptr(GPtrArray) hb = NULL;
+  TwedPlan *batch[2];
+  TwedPlanOptions po = { "now", 0 };
+  guint changes = 0, applied = 0;
+
+  twed_backend_set_min_change_interval (b, 600);
+  /* Both passes read before either is granted: both see the VM free. */
+  ha = twed_backend_inventory (b, only_a);
+  hb = twed_backend_inventory (b, only_b);
+  batch[0] = pa = twed_plan_build (ha, set, &po);
+  batch[1] = pb = twed_plan_build (hb, set, &po);
+  g_assert_cmpuint (find (pa, "mover")->action, ==, TWED_ACTION_CHANGE);
+  g_assert_cmpuint (find (pb, "mover")->action, ==, TWED_ACTION_CHANGE);
+
+  twed_backend_hold_granted (b, batch, 2);
+  for (guint i = 0; i < 2; i++)
+    {
+      TwedPlanEntry *en = find (batch[i], "mover");
+
+      if (en->action == TWED_ACTION_CHANGE)
+        {
+          g_assert_true (twed_backend_grant (b, en));
+          changes++;
+        }
+      else
+        {
+          g_assert_cmpuint (en->action, ==, TWED_ACTION_DEFER);
+          g_assert_nonnull (strstr (en->reason, "a change of it is planned on a too"));
+        }
+    }
+  g_assert_cmpuint (changes, ==, 1);
+  /* A grant is not given twice. */
+  g_assert_false (twed_backend_grant (b, find (pa, "mover")));
+
+  /* A pass read meanwhile, granted while the change is in flight. */
+  again = twed_plan_build (hb, set, &po);
+  twed_backend_hold_granted (b, &again, 1);
+  g_assert_cmpuint (find (again, "mover")->action, ==, TWED_ACTION_DEFER);
+  g_assert_nonnull (strstr (find (again, "mover")->reason, "already granted on a"));
+
+  for (guint i = 0; i < 2; i++)
+    {
+      g_assert_cmpuint (twed_backend_apply (b, batch[i], FALSE), ==, 0);
+      if (find (batch[i], "mover")->result == TWED_RESULT_APPLIED)
+        applied++;
+    }
+  g_assert_cmpuint (applied, ==, 1);
+
+  /* Made: min_change_interval holds it on both hosts now. */
+  g_clear_pointer (&again, twed_plan_free);
+  again = plan (b, set);
+  for (guint i = 0; i < again->entries->len; i++)
+    {
+      TwedPlanEntry *en = g_ptr_array_index (again->entries, i);
+
+      g_assert_cmpuint (en->action, !=, TWED_ACTION_CHANGE);
+    }
+
+  for (const char *const *n = (const char *const[]) { "a", "b", NULL }; *n; n++)
+    {
+      g_autofree char *path = g_strdup_printf ("%s/%s.xml", dir, *n);
+
+      g_remove (path);
+    }
+  g_rmdir (dir);
+}
+
+/* When VMs were changed is forgotten once min_change_interval no longer
+ * holds them, with no state file to prune it on a write. */
+static void
+test_changes_pruned_without_state (void)
+{
+  g_autoptr(TwedPolicySet) set = policy_all_fixed (2);
+  g_autoptr(TwedBackend) b = make_backend ();
+  g_autoptr(TwedPlan) p = plan (b, set);
+  guint n;
+
+  twed_backend_set_min_change_interval (b, 1);
+  g_assert_cmpuint (twed_backend_apply (b, p, FALSE), ==, 0);
+  n = twed_backend_count_changes (b);
+  g_assert_cmpuint (n, >=, 3);
+  g_assert_cmpuint (n, ==, twed_plan_count (p, TWED_ACTION_CHANGE));
+  /* Still holding them: kept. */
+  twed_backend_prune_changes (b);
+  g_assert_cmpuint (twed_backend_count_changes (b), ==, n);
+  g_usleep (1100 * G_TIME_SPAN_MILLISECOND);
+  twed_backend_prune_changes (b);
+  g_assert_cmpuint (twed_backend_count_changes (b), ==, 0);
+}
+
 static void
 test_manual_pin (void)
 {
@@ -277,5 +383,7 @@ main (int argc, char **argv)
   g_test_add_func ("/apply/manual-pin", test_manual_pin);
   g_test_add_func ("/apply/min-change-interval", test_min_change_interval);
   g_test_add_func ("/apply/min-interval-follows-migration", test_min_interval_follows_migration);
+  g_test_add_func ("/apply/min-interval-same-uuid-one-batch", test_min_interval_same_uuid_one_batch);
+  g_test_add_func ("/apply/changes-pruned-without-state", test_changes_pruned_without_state);
   return g_test_run ();
 }

@@ -52,6 +52,10 @@
  * of their round before the interval's budget is granted among them. */
 #define GRANT_WAIT_MS 1000
 
+/* The longest a stop waits for a file write still under way (a state
+ * directory on a hung mount): a stop must not hang with it. */
+#define SHUTDOWN_WRITE_WAIT_S 30
+
 /* What a pass needs from the engine outlives it: a reload or the engine's
  * end may come while a pass still runs in the pool. */
 typedef struct {
@@ -108,6 +112,9 @@ struct _TwedEngine {
   GPtrArray *saving;            /* PassJob granted, waiting for the state
                                  * write that records the grant */
   GThreadPool *writer;          /* one thread for files: writes land in order */
+  gint writes_pending;          /* atomic: pushed to the writer, not landed */
+  guint saves_hung;             /* of counters.passes_stuck: waiting on a
+                                 * state write that does not return */
   gboolean started_ok;          /* twed_engine_start succeeded */
   gboolean inline_stages;       /* twed_engine_run_pass_inline: no pool */
   TwedMetricsServer *metrics_server;
@@ -134,6 +141,8 @@ typedef struct {
   gboolean skipped;             /* apply stage: nothing tried */
   const char *skip_why;         /* why, when skipped */
   guint64 save_seq;             /* the state write its grant waits for */
+  gint64 saving_since;          /* main context: monotonic usec it began to
+                                 * wait for that write */
   char *generated;
   gint64 start;                 /* monotonic usec the pass was started */
   gint64 running_since;         /* atomic: monotonic usec a worker took the
@@ -214,6 +223,7 @@ typedef struct {
   gboolean state;
   EngineLink *link;             /* state: told when written, NULL when synchronous */
   guint64 seq;
+  gint *pending;                /* atomic: the engine's writes not landed yet */
 } FileWrite;
 
 /* The main context learns that the state write @seq landed, or failed. */
@@ -252,7 +262,8 @@ file_write_now (FileWrite *w)
    * returned is recorded whatever comes next. */
   if (!g_file_set_contents_full (w->path, text, (gssize) len, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
     {
-      g_warning ("state file %s: %s: the rate limits will not survive a restart", w->path, error->message);
+      g_warning ("state file %s: %s: the changes it would grant are not made while it cannot be written",
+                 w->path, error->message);
       return FALSE;
     }
   return TRUE;
@@ -287,6 +298,7 @@ file_write (gpointer data, gpointer unused G_GNUC_UNUSED)
       g_source_attach (src, w->link->context);
       g_source_unref (src);
     }
+  g_atomic_int_dec_and_test (w->pending);
   file_write_free (w);
 }
 
@@ -312,6 +324,8 @@ write_file (TwedEngine *e, const char *path, GBytes *data, gboolean state, gbool
       w->link = g_atomic_rc_box_acquire (e->link);
       w->seq = ++e->state_seq;
     }
+  w->pending = &e->writes_pending;
+  g_atomic_int_inc (&e->writes_pending);
   g_thread_pool_push (e->writer, w, NULL);
   return TRUE;
 }
@@ -717,6 +731,7 @@ after_grant (TwedEngine *e, PassJob *job, gboolean saved, gboolean save_failed)
           /* A restart must find the grant spent before any change is
            * made: the change waits for its record, not the reverse. */
           job->save_seq = e->state_seq;
+          job->saving_since = g_get_monotonic_time ();
           g_ptr_array_add (e->saving, job);
         }
       return;
@@ -749,6 +764,10 @@ grant_waiting (TwedEngine *e)
 
   if (plans->len && e->policies)
     {
+      /* Passes read concurrently each saw the VM free: a VM listed on
+       * two hosts (mid-migration) would be changed twice, and counted
+       * twice against the budget, within min_change_interval. */
+      twed_backend_hold_granted (e->backend, (TwedPlan *const *) plans->pdata, plans->len);
       twed_plans_apply_budget ((TwedPlan **) plans->pdata, plans->len, e->policies, e->budget);
       /* The VMs granted a change count as changed from now on, for
        * min_change_interval, until the change is made or refunded. */
@@ -760,8 +779,8 @@ grant_waiting (TwedEngine *e)
             {
               const TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, j);
 
-              if (en->action == TWED_ACTION_CHANGE)
-                twed_backend_grant (job->backend, en);
+              if (en->action == TWED_ACTION_CHANGE && !twed_backend_grant (job->backend, en))
+                g_warn_if_reached ();
             }
         }
       /* Before anything is applied: a restart must find it spent. */
@@ -952,7 +971,7 @@ size_pool (TwedEngine *e)
   g_autoptr(GArray) since = g_array_sized_new (FALSE, FALSE, sizeof (gint64), g_hash_table_size (e->running));
   GHashTableIter it;
   gpointer value;
-  guint hung = 0, extra;
+  guint hung = 0, saves_hung = 0, extra;
   gboolean newly_hung = FALSE;
 
   /* Passes of a replaced backend too: they hold workers all the same. */
@@ -987,10 +1006,34 @@ size_pool (TwedEngine *e)
             }
         }
     }
+  /* A grant waits for its state write, which a hung disk (a dead NFS
+   * mount) never ends: the pass is as stuck as one in libvirt, and every
+   * change waits behind that write. */
+  for (guint i = 0; i < e->saving->len; i++)
+    {
+      PassJob *job = g_ptr_array_index (e->saving, i);
+
+      if (now - job->saving_since <= hung_after)
+        continue;
+      hung++;
+      saves_hung++;
+      if (!job->hung_reported)
+        {
+          g_autofree char *why = g_strdup_printf ("pass waiting for more than %" G_GINT64_FORMAT
+                                                  " s for the state write that records its grant",
+                                                  hung_after / G_USEC_PER_SEC);
+
+          job->hung_reported = TRUE;
+          twed_log_host (G_LOG_LEVEL_WARNING, job->host, "%s: writing %s does not return", why, e->state_path);
+          twed_plan_store_mark_down (e->plans, job->host, why);
+          newly_hung = TRUE;
+        }
+    }
   /* Rendered with the count as it is now, whichever way it moved. */
-  if (newly_hung || hung != e->counters.passes_stuck)
+  if (newly_hung || hung != e->counters.passes_stuck || saves_hung != e->saves_hung)
     {
       e->counters.passes_stuck = hung;
+      e->saves_hung = saves_hung;
       render_soon (e);
     }
   extra = twed_engine_extra_workers (e->config->threads, (const gint64 *) since->data, since->len, now);
@@ -1103,6 +1146,9 @@ on_cycle_timer (gpointer data)
   arm_cycle_timer (e);
   new_budget (e);
   g_info ("interval starts: budget renewed");
+  /* Whatever the persistence: without a state file nothing else would
+   * ever drop the VMs min_change_interval no longer holds. */
+  twed_backend_prune_changes (e->backend);
   save_state (e, FALSE);
   /* The watch is the way policy changes come; should one have been
    * missed (a watch lost with its directory's mount), the interval
@@ -1606,6 +1652,22 @@ twed_engine_free (TwedEngine *e)
 }
 
 gboolean
+twed_engine_writes_settle (TwedEngine *e, guint *waited)
+{
+  guint bound = MIN (e->config->hung_pass_after, SHUTDOWN_WRITE_WAIT_S);
+  gint64 deadline = g_get_monotonic_time () + (gint64) bound * G_USEC_PER_SEC;
+
+  *waited = bound;
+  while (g_atomic_int_get (&e->writes_pending))
+    {
+      if (g_get_monotonic_time () >= deadline)
+        return FALSE;
+      g_usleep (10 * G_TIME_SPAN_MILLISECOND);
+    }
+  return TRUE;
+}
+
+gboolean
 twed_engine_idle (TwedEngine *e)
 {
   return g_hash_table_size (e->busy) == 0 && g_hash_table_size (e->debounce) == 0 &&
@@ -1629,6 +1691,14 @@ twed_engine_healthy (TwedEngine *e, char **text)
   gboolean all_hung = e->counters.passes_stuck && e->counters.passes_stuck >= e->config->hosts->len;
   gboolean ok = since <= limit && !all_hung;
 
+  /* No change is made anywhere while the state cannot be written. */
+  if (e->saves_hung)
+    {
+      if (text)
+        *text = g_strdup_printf ("unhealthy: %u pass(es) wait for a state write to %s that does not return; "
+                                 "no change is made\n", e->saves_hung, e->state_path);
+      return FALSE;
+    }
   if (text && all_hung)
     {
       *text = g_strdup_printf ("unhealthy: the pass of every host (%u) is stuck in a libvirt call\n",
@@ -1661,8 +1731,13 @@ twed_engine_status (TwedEngine *e)
 {
   const TwedPlanSummary *sum = twed_plan_store_summary (e->plans);
 
-  g_autofree char *stuck = e->counters.passes_stuck ?
-    g_strdup_printf (", %u pass(es) stuck in libvirt", e->counters.passes_stuck) : NULL;
+  g_autofree char *stuck = NULL;
+
+  if (e->saves_hung)
+    stuck = g_strdup_printf (", %u pass(es) stuck (%u waiting on the state write)", e->counters.passes_stuck,
+                             e->saves_hung);
+  else if (e->counters.passes_stuck)
+    stuck = g_strdup_printf (", %u pass(es) stuck in libvirt", e->counters.passes_stuck);
 
   return g_strdup_printf ("%u/%u host(s) up, %u VM(s), %u change(s) pending, %u deferred; "
                           "%" G_GUINT64_FORMAT " applied, %" G_GUINT64_FORMAT " failed since start%s%s",

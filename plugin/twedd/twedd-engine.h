@@ -28,6 +28,11 @@ gboolean twed_engine_reload_config (TwedEngine *engine, TwedConfig *config);
 
 /* No pass runs or waits for its debounce (for tests). */
 gboolean twed_engine_idle (TwedEngine *engine);
+/* Before twed_engine_free, which waits for them: waits for the file
+ * writes under way to land, at most [twed] hung_pass_after seconds (30 at
+ * most, in @waited_s).  FALSE when one has not: the caller may only exit
+ * then, without freeing the engine. */
+gboolean twed_engine_writes_settle (TwedEngine *engine, guint *waited_s);
 
 /* A pass read and planned its host within [metrics] health_intervals
  * intervals (or the engine started that recently); @text: why, for

@@ -7,6 +7,8 @@
 #include <glib-unix.h>
 #include <locale.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 #if HAVE_LIBSYSTEMD
 #include <systemd/sd-daemon.h>
 #endif
@@ -231,6 +233,20 @@ main (int argc, char **argv)
   notify ("READY=1");
   setup_watchdog (&d);
   g_main_loop_run (d.loop);
+
+  {
+    guint waited;
+
+    /* A write stuck in the kernel (a hung state mount) cannot be
+     * interrupted: leave it rather than hang the stop.  The grants
+     * waiting on it were not applied. */
+    if (!twed_engine_writes_settle (d.engine, &waited))
+      {
+        g_warning ("a file write has not returned in %u s: exiting without it; changes granted "
+                   "before it were not made, and the state file may still count them", waited);
+        _exit (EXIT_FAILURE);
+      }
+  }
 
 out:
   twed_engine_free (d.engine);

@@ -169,19 +169,84 @@ entry_key (const TwedPlanEntry *en)
   return en->uuid ? en->uuid : en->domain;
 }
 
-void
+gboolean
 twed_backend_grant (TwedBackend *b, const TwedPlanEntry *en)
 {
   ChangeStamp *c;
+  gboolean ok;
 
   g_mutex_lock (&b->changes_lock);
   c = change_stamp_locked (b, entry_key (en));
-  if (!c->granted)
-    c->before = c->at;
-  c->granted = TRUE;
-  c->at = g_get_monotonic_time ();
-  g_free (c->host);
-  c->host = g_strdup (en->host);
+  /* A second grant would lose the first one's "before", and with it
+   * what a refund restores: twed_backend_hold_granted keeps it out. */
+  if ((ok = !c->granted))
+    {
+      c->before = c->at;
+      c->granted = TRUE;
+      c->at = g_get_monotonic_time ();
+      g_free (c->host);
+      c->host = g_strdup (en->host);
+    }
+  g_mutex_unlock (&b->changes_lock);
+  return ok;
+}
+
+/* With changes_lock held: why the VM @key, planned on @host, may not be
+ * changed now: a grant not yet made or refunded, or a change within
+ * @min s.  NULL when it may. */
+static char *
+change_hold_locked (TwedBackend *b, const char *key, const char *host, guint min, gint64 now)
+{
+  ChangeStamp *c = g_hash_table_lookup (b->changes, key);
+  gboolean elsewhere;
+
+  if (!c)
+    return NULL;
+  elsewhere = g_strcmp0 (c->host, host) != 0;
+  if (c->granted)
+    return g_strdup_printf ("a change of it is already granted%s%s", elsewhere ? " on " : "",
+                            elsewhere ? c->host : "");
+  if (min && c->at && now - c->at < (gint64) min * G_USEC_PER_SEC)
+    return g_strdup_printf ("changed %" G_GINT64_FORMAT " s ago%s%s, min_change_interval %u s",
+                            (now - c->at) / G_USEC_PER_SEC, elsewhere ? " on " : "", elsewhere ? c->host : "",
+                            min);
+  return NULL;
+}
+
+void
+twed_backend_hold_granted (TwedBackend *b, TwedPlan *const *plans, guint n)
+{
+  g_autoptr(GHashTable) batch = g_hash_table_new_full (g_str_hash, g_str_equal, NULL, g_free);
+  guint min = BACKEND_OPT (b, min_change_interval);
+  gint64 now = g_get_monotonic_time ();
+
+  g_mutex_lock (&b->changes_lock);
+  for (guint i = 0; i < n; i++)
+    for (guint j = 0; j < plans[i]->entries->len; j++)
+      {
+        TwedPlanEntry *en = g_ptr_array_index (plans[i]->entries, j);
+        const char *first;
+        char *why;
+
+        if (en->action != TWED_ACTION_CHANGE)
+          continue;
+        if ((first = g_hash_table_lookup (batch, entry_key (en))))
+          why = g_strdup_printf ("a change of it is planned%s%s too", g_strcmp0 (first, en->host) ? " on " : "",
+                                 g_strcmp0 (first, en->host) ? first : "");
+        else
+          {
+            why = change_hold_locked (b, entry_key (en), en->host, min, now);
+            g_hash_table_insert (batch, (gpointer) entry_key (en), g_strdup (en->host));
+          }
+        if (why)
+          {
+            g_autofree char *old = en->reason;
+
+            en->action = TWED_ACTION_DEFER;
+            en->reason = g_strdup_printf ("%s; deferred: %s", old, why);
+            g_free (why);
+          }
+      }
   g_mutex_unlock (&b->changes_lock);
 }
 
@@ -1404,6 +1469,45 @@ twed_backend_reconfigure (TwedBackend *b, GPtrArray *specs, const TwedBackendOpt
     g_message ("hosts reconfigured: %u kept, %u added, %u removed", g_hash_table_size (kept), added, removed);
 }
 
+/* With changes_lock held: drops the stamps that no longer hold their VM
+ * back (@min usec after the change) and are not a grant in flight. */
+static void
+prune_changes_locked (TwedBackend *b, gint64 now, gint64 min)
+{
+  GHashTableIter it;
+  gpointer value;
+
+  g_hash_table_iter_init (&it, b->changes);
+  while (g_hash_table_iter_next (&it, NULL, &value))
+    {
+      const ChangeStamp *c = value;
+
+      if (!c->granted && c->at + min <= now)
+        g_hash_table_iter_remove (&it);
+    }
+}
+
+void
+twed_backend_prune_changes (TwedBackend *b)
+{
+  gint64 min = (gint64) BACKEND_OPT (b, min_change_interval) * G_USEC_PER_SEC;
+
+  g_mutex_lock (&b->changes_lock);
+  prune_changes_locked (b, g_get_monotonic_time (), min);
+  g_mutex_unlock (&b->changes_lock);
+}
+
+guint
+twed_backend_count_changes (TwedBackend *b)
+{
+  guint n;
+
+  g_mutex_lock (&b->changes_lock);
+  n = g_hash_table_size (b->changes);
+  g_mutex_unlock (&b->changes_lock);
+  return n;
+}
+
 void
 twed_backend_save_vms (TwedBackend *b, GPtrArray *out)
 {
@@ -1416,17 +1520,13 @@ twed_backend_save_vms (TwedBackend *b, GPtrArray *out)
   /* When VMs were changed (or granted a change), while that still holds
    * them back; what no longer does goes. */
   g_mutex_lock (&b->changes_lock);
+  prune_changes_locked (b, mono, min);
   g_hash_table_iter_init (&it, b->changes);
   while (g_hash_table_iter_next (&it, &key, &value))
     {
       const ChangeStamp *c = value;
       TwedVmRecord *r;
 
-      if (!c->granted && c->at + min <= mono)
-        {
-          g_hash_table_iter_remove (&it);
-          continue;
-        }
       r = twed_vm_record_new (c->host, key);
       r->changed_at = real + (c->at - mono);
       g_ptr_array_add (out, r);

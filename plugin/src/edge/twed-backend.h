@@ -71,8 +71,20 @@ gboolean twed_backend_set_manual (TwedBackend *backend, const char *domain,
  * as changed now for min_change_interval (and twed_backend_save_vms
  * records it so), so that a restart between grant and change finds it
  * held.  VMs are told apart by uuid, fleet-wide: the hold follows a VM
- * that migrates to another host. */
-void twed_backend_grant (TwedBackend *backend, const TwedPlanEntry *entry);
+ * that migrates to another host.  FALSE, and nothing changes, when a
+ * change of it is already granted. */
+gboolean twed_backend_grant (TwedBackend *backend, const TwedPlanEntry *entry);
+/* Before the budget is spent on @plans (passes read at about the same
+ * time, possibly over hosts that list the same VM: mid-migration, or an
+ * inactive copy left on the source): defers each change of a VM whose
+ * change is already granted, still held by min_change_interval, or
+ * planned earlier in @plans.  The read-time hold cannot see those. */
+void twed_backend_hold_granted (TwedBackend *backend, TwedPlan *const *plans, guint n);
+/* Forgets when VMs were changed once min_change_interval no longer holds
+ * them (whether or not a state file keeps them). */
+void twed_backend_prune_changes (TwedBackend *backend);
+/* How many VMs' last change the backend keeps (for tests). */
+guint twed_backend_count_changes (TwedBackend *backend);
 /* The granted change was not made (it failed, or was not tried): the
  * VM's last change is what it was before the grant. */
 void twed_backend_ungrant (TwedBackend *backend, const TwedPlanEntry *entry);
