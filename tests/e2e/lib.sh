@@ -106,6 +106,15 @@ vcpu_stat() {
 		sed -n "s/^ *vcpu\\.$3\\.$4\\.\\(cur\\|sum\\)=\\(.*\\)$/\\2/p"
 }
 
+# kernel_delay_is HOST NAME D: the kernel programs delay D for the domain:
+# each vCPU's twed_delay (what its HCR_EL2 holds) is D, or 0 while the vCPU
+# had its pCPU to itself and WFE did not trap at all, and one vCPU's is D
+kernel_delay_is() {
+	local v
+	v=$(cvirsh "$1" domstats --vcpu "$2" | sed -n 's/^ *vcpu\.[0-9]*\.twed_delay\.cur=//p')
+	[ -n "$v" ] && ! grep -qvx -e "$3" -e 0 <<<"$v" && grep -qx "$3" <<<"$v"
+}
+
 # sum_stat HOST NAME STAT: STAT summed over the vCPUs
 sum_stat() {
 	cvirsh "$1" domstats --vcpu "$2" |
