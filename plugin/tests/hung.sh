@@ -44,17 +44,7 @@ keepalive_interval=0
 listen=127.0.0.1:$port
 health_intervals=1000
 CONF
-/usr/bin/python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-with open(sys.argv[2], "a") as log:
-    while True:
-        log.write(s.recv(4096).decode() + "\n")
-        log.flush()
-' "$tmp/notify.sock" "$tmp/notify.log" &
-listener=$!
-wait_for 5 test -S "$tmp/notify.sock"
+notify_listener "$tmp/notify.sock" "$tmp/notify.log"
 # A watchdog of 2 s: STATUS= every second.
 NOTIFY_SOCKET=$tmp/notify.sock WATCHDOG_USEC=2000000 sh -c 'WATCHDOG_PID=$$ exec "$@"' sh \
 	"$twedd" --config "$tmp/twed.conf" --log-format=json 2>"$tmp/log" &

@@ -183,17 +183,7 @@ wait $pid
 # listener stands in for systemd's notify socket.
 port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 printf '[metrics]\nlisten=127.0.0.1:%s\nhealth_intervals=1\n' "$port" >"$tmp/health.conf"
-/usr/bin/python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-with open(sys.argv[2], "a") as log:
-    while True:
-        log.write(s.recv(4096).decode() + "\n")
-        log.flush()
-' "$tmp/notify.sock" "$tmp/notify.log" &
-listener=$!
-wait_for 5 test -S "$tmp/notify.sock"
+notify_listener "$tmp/notify.sock" "$tmp/notify.log"
 NOTIFY_SOCKET=$tmp/notify.sock WATCHDOG_USEC=400000 sh -c 'WATCHDOG_PID=$$ exec "$@"' sh \
     "$twedd" --config "$tmp/health.conf" -P "$demo/policies.d" -i 1 --metrics-textfile "$tmp/h.prom" --dry-run \
     -c "test://$demo/host-b.xml" 2>"$tmp/h.log" &

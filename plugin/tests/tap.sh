@@ -15,6 +15,22 @@ wait_for() {
 	while [ $t -gt 0 ]; do "$@" 2>/dev/null && return 0; sleep 0.1; t=$((t - 1)); done
 	return 1
 }
+# notify_listener SOCKET LOG: stand in for systemd's notify socket, appending
+# every datagram to LOG as a line; $listener is its pid, for the caller to kill
+notify_listener() {
+	/usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "a") as log:
+    while True:
+        log.write(s.recv(4096).decode() + "\n")
+        log.flush()
+' "$1" "$2" &
+	# shellcheck disable=SC2034 # read by the sourcing script
+	listener=$!
+	wait_for 5 test -S "$1"
+}
 # require_twed_api TWEDD: a TAP skip of the whole script unless TWEDD was
 # built with the twed libvirt API (applying needs it)
 require_twed_api() {
