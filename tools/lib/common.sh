@@ -175,17 +175,24 @@ series_digest() {
 layer_component() {
 	case $1 in
 	kernel) echo kernel ;;
-	qemu-x86 | qemu-arm64) echo qemu ;;
+	qemu-x86 | qemu-arm64 | qemu-arm64-base) echo qemu ;;
 	libvirt | libvirt-arm64) echo libvirt ;;
-	*) die "layer '$1' is not built from a series (kernel, qemu-x86, qemu-arm64, libvirt, libvirt-arm64)" ;;
+	*) die "layer '$1' is not built from a series (kernel, qemu-x86, qemu-arm64, qemu-arm64-base, libvirt, libvirt-arm64)" ;;
 	esac
 }
 
-# source_digest COMPONENT: what the component's source tree is made of.
+# source_digest COMPONENT [--base]: what the component's source tree is made
+# of; with --base, its pristine base without the series (the qemu-arm64-base
+# layer: QEMU as released, for migrations to a host without the series).
 source_digest() {
 	local comp=$1 f
 	{
-		series_digest "$comp"
+		if [ "${2:-}" = --base ]; then
+			echo base
+			base_field "$comp" sha256
+		else
+			series_digest "$comp"
+		fi
 		for f in "$TWED_ROOT/tools/layers/fixups/$comp"-*; do
 			[ ! -f "$f" ] || sha256sum <"$f"
 		done
@@ -198,7 +205,7 @@ config_digest() {
 	case $1 in
 	kernel) cfg_files=("$t/build-kernel" "$t/kernel-host.config") ;;
 	qemu-x86) cfg_files=("$t/build-qemu" "$t/qemu-x86-devices.mak") ;;
-	qemu-arm64) cfg_files=("$t/build-qemu" "$t/qemu-arm64-devices.mak") ;;
+	qemu-arm64 | qemu-arm64-base) cfg_files=("$t/build-qemu" "$t/qemu-arm64-devices.mak") ;;
 	libvirt) cfg_files=("$t/build-libvirt" "$t/libvirt-tests") ;;
 	libvirt-arm64) cfg_files=("$t/build-libvirt" "$t/aarch64-linux-gnu.meson") ;;
 	*) layer_component "$layer" >/dev/null ;;
@@ -215,6 +222,11 @@ config_digest() {
 layer_stamp() {
 	local comp
 	comp=$(layer_component "$1")
+	if [ "$1" = qemu-arm64-base ]; then
+		printf 'layer %s\nseries none\nsource %s\nconfig %s\n' "$1" \
+			"$(source_digest "$comp" --base)" "$(config_digest "$1")"
+		return
+	fi
 	printf 'layer %s\nseries %s\nsource %s\nconfig %s\n' "$1" \
 		"$(series_digest "$comp")" "$(source_digest "$comp")" "$(config_digest "$1")"
 }
