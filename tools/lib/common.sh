@@ -175,15 +175,15 @@ series_digest() {
 layer_component() {
 	case $1 in
 	kernel) echo kernel ;;
-	qemu-x86 | qemu-arm64 | qemu-arm64-base) echo qemu ;;
+	qemu-x86 | qemu-arm64 | qemu-x86-base | qemu-arm64-base) echo qemu ;;
 	libvirt | libvirt-arm64) echo libvirt ;;
-	*) die "layer '$1' is not built from a series (kernel, qemu-x86, qemu-arm64, qemu-arm64-base, libvirt, libvirt-arm64)" ;;
+	*) die "layer '$1' is not built from a series (kernel, qemu-x86, qemu-arm64, qemu-x86-base, qemu-arm64-base, libvirt, libvirt-arm64)" ;;
 	esac
 }
 
 # source_digest COMPONENT [--base]: what the component's source tree is made
-# of; with --base, its pristine base without the series (the qemu-arm64-base
-# layer: QEMU as released, for migrations to a host without the series).
+# of; with --base, its pristine base without the series (the qemu-*-base
+# layers: QEMU as released, the other side of a migration or a benchmark).
 source_digest() {
 	local comp=$1 f
 	{
@@ -204,7 +204,7 @@ config_digest() {
 	local layer=$1 t=$TWED_ROOT/tools/layers cfg_files=()
 	case $1 in
 	kernel) cfg_files=("$t/build-kernel" "$t/kernel-host.config") ;;
-	qemu-x86) cfg_files=("$t/build-qemu" "$t/qemu-x86-devices.mak") ;;
+	qemu-x86 | qemu-x86-base) cfg_files=("$t/build-qemu" "$t/qemu-x86-devices.mak") ;;
 	qemu-arm64 | qemu-arm64-base) cfg_files=("$t/build-qemu" "$t/qemu-arm64-devices.mak") ;;
 	libvirt) cfg_files=("$t/build-libvirt" "$t/libvirt-tests") ;;
 	libvirt-arm64) cfg_files=("$t/build-libvirt" "$t/aarch64-linux-gnu.meson") ;;
@@ -217,12 +217,16 @@ config_digest() {
 	} | sha256sum | cut -d' ' -f1
 }
 
+# is_base_layer LAYER: whether LAYER is built from the pristine base alone
+# (qemu-x86-base, qemu-arm64-base), not from base + series.
+is_base_layer() { [ "${1%-base}" != "$1" ]; }
+
 # layer_stamp LAYER: the provenance record tools/stack writes into the
 # layer's build directory once the build succeeded (.twed-layer).
 layer_stamp() {
 	local comp
 	comp=$(layer_component "$1")
-	if [ "$1" = qemu-arm64-base ]; then
+	if is_base_layer "$1"; then
 		printf 'layer %s\nseries none\nsource %s\nconfig %s\n' "$1" \
 			"$(source_digest "$comp" --base)" "$(config_digest "$1")"
 		return
