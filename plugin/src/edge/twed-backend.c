@@ -1558,6 +1558,44 @@ twed_backend_save_vms (TwedBackend *b, GPtrArray *out)
     }
 }
 
+void
+twed_backend_vm_records (TwedBackend *b, const TwedPlanEntry *en, GPtrArray *changed, GPtrArray *failed)
+{
+  gint64 mono = g_get_monotonic_time (), real = g_get_real_time ();
+  const char *key = entry_key (en);
+  TwedVmRecord *r;
+  ChangeStamp *c;
+
+  g_mutex_lock (&b->changes_lock);
+  c = g_hash_table_lookup (b->changes, key);
+  r = twed_vm_record_new (c && c->host ? c->host : en->host, key);
+  r->changed_at = c && c->at ? real + (c->at - mono) : 0;
+  g_mutex_unlock (&b->changes_lock);
+  g_ptr_array_add (changed, r);
+  if (failed)
+    {
+      g_autoptr(HostTable) t = backend_hosts (b);
+      BackendHost *h = g_hash_table_lookup (t->by_name, en->host);
+      const VmState *st;
+
+      r = twed_vm_record_new (en->host, key);
+      if (h)
+        {
+          g_mutex_lock (&h->vm_lock);
+          /* As twed_backend_save_vms keeps them. */
+          if ((st = g_hash_table_lookup (h->vms, key)) && (st->failures || st->retry_at > mono))
+            {
+              r->failures = st->failures;
+              r->backoff = st->backoff;
+              r->retry_at = st->retry_at ? real + (st->retry_at - mono) : 0;
+              r->error = g_strdup (st->error);
+            }
+          g_mutex_unlock (&h->vm_lock);
+        }
+      g_ptr_array_add (failed, r);
+    }
+}
+
 guint
 twed_backend_restore_vms (TwedBackend *b, GPtrArray *records)
 {

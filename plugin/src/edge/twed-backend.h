@@ -102,6 +102,13 @@ void  twed_backend_save_vms (TwedBackend *backend, GPtrArray *out);
  * VM was changed: all of them): how many. */
 guint twed_backend_restore_vms (TwedBackend *backend, GPtrArray *records);
 
+/* What holds @entry's VM back now, as records for the state's log: when
+ * it was last changed (fleet-wide; changed_at 0 when never, or no
+ * longer kept) appended to @changed, and, with @failed, its failures on
+ * the entry's host (none: 0 failures, no retry_at). */
+void  twed_backend_vm_records (TwedBackend *backend, const TwedPlanEntry *entry, GPtrArray *changed,
+                               GPtrArray *failed);
+
 /* libvirt calls made so far: reads and writes, all hosts. */
 void twed_backend_counters (TwedBackend *backend, guint64 *reads, guint64 *writes);
 
