@@ -68,6 +68,7 @@ typedef struct {
                                  * configuration or the policies */
   gint gone;                    /* atomic: the engine ended, passes still
                                  * queued are dropped */
+  GMutex claim_lock;            /* PassJob applying, taken_back */
 } EngineLink;                   /* atomic rc box */
 
 struct _TwedEngine {
@@ -150,6 +151,9 @@ typedef struct {
   gint generation;              /* the engine's when the pass started */
   guint seq;
   gboolean skipped;             /* apply stage: nothing tried */
+  gboolean applying;            /* claim_lock: a worker took its apply */
+  gboolean taken_back;          /* claim_lock: the engine ended first and
+                                 * gave its grant back */
   const char *skip_why;         /* why, when skipped */
   guint64 save_seq;             /* the state write its grant waits for */
   gint64 saving_since;          /* main context: monotonic usec it began to
@@ -182,7 +186,10 @@ static gboolean on_pass_stage_done (gpointer data);
 static void
 link_clear (gpointer p)
 {
-  g_main_context_unref (((EngineLink *) p)->context);
+  EngineLink *link = p;
+
+  g_mutex_clear (&link->claim_lock);
+  g_main_context_unref (link->context);
 }
 
 static void
@@ -1088,6 +1095,22 @@ pass_thread (gpointer data, gpointer user_data G_GNUC_UNUSED)
   PassJob *job = data;
   GSource *src;
 
+  if (job->stage == PASS_APPLY)
+    {
+      gboolean back;
+
+      /* Either this worker makes the changes, or the engine's end took
+       * their grant back: never both, never neither. */
+      g_mutex_lock (&job->link->claim_lock);
+      back = job->taken_back;
+      job->applying = !back;
+      g_mutex_unlock (&job->link->claim_lock);
+      if (back)
+        {
+          pass_job_free (job);
+          return;
+        }
+    }
   if (g_atomic_int_get (&job->link->gone))
     {
       pass_job_free (job);
@@ -1724,6 +1747,7 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->link = g_atomic_rc_box_new0 (EngineLink);
   e->link->engine = e;
   e->link->context = g_main_context_ref (e->context);
+  g_mutex_init (&e->link->claim_lock);
   e->running = g_hash_table_new (NULL, NULL);
   e->busy = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   e->wanted = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
@@ -1780,6 +1804,27 @@ twed_engine_free (TwedEngine *e)
   /* Passes still running end on their own and find no engine: their
    * results are dropped, their references released. */
   e->link->engine = NULL;
+  /* Granted changes no worker has taken will not be made now: their
+   * grants go back.  Before the passes are told the engine is gone:
+   * until then no worker frees a pass, so every one in running is
+   * there to look at. */
+  g_mutex_lock (&e->link->claim_lock);
+  {
+    GHashTableIter it;
+    gpointer key;
+
+    g_hash_table_iter_init (&it, e->running);
+    while (g_hash_table_iter_next (&it, &key, NULL))
+      {
+        PassJob *job = key;
+
+        if (job->stage != PASS_APPLY || job->applying || g_ptr_array_find (e->saving, job, NULL))
+          continue;
+        job->taken_back = TRUE;
+        give_back (e, job);
+      }
+  }
+  g_mutex_unlock (&e->link->claim_lock);
   g_atomic_int_set (&e->link->gone, TRUE);
   g_thread_pool_free (e->pool, FALSE, FALSE);
   /* Pending writes land, then the last word, without the grants of
