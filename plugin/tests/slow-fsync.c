@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* A slow disk, for tests (LD_PRELOAD): fsync and fdatasync of a file
  * under $TWED_SLOW_FSYNC_DIR take $TWED_SLOW_FSYNC_MS longer.  What a
- * daemon does while its state write waits for the disk shows then. */
+ * daemon does while its state write waits for the disk shows then.
+ * With $TWED_FSYNC_LOG, each of them is logged there ("fsync PATH" or
+ * "fdatasync PATH", the directory itself included): what was made
+ * durable shows too. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
@@ -13,16 +16,17 @@
 
 
 static void
-maybe_wait (int fd)
+maybe_wait (int fd, const char *call)
 {
   const char *dir = getenv ("TWED_SLOW_FSYNC_DIR");
   const char *ms = getenv ("TWED_SLOW_FSYNC_MS");
+  const char *log = getenv ("TWED_FSYNC_LOG");
   char link[64], path[PATH_MAX];
   ssize_t n;
   long wait_ms;
   struct timespec ts;
 
-  if (!dir || !*dir || !ms)
+  if (!dir || !*dir)
     return;
   snprintf (link, sizeof link, "/proc/self/fd/%d", fd);
   n = readlink (link, path, sizeof path - 1);
@@ -30,6 +34,18 @@ maybe_wait (int fd)
     return;
   path[n] = '\0';
   if (strncmp (path, dir, strlen (dir)) != 0)
+    return;
+  if (log && *log)
+    {
+      FILE *f = fopen (log, "a");
+
+      if (f)
+        {
+          fprintf (f, "%s %s\n", call, path);
+          fclose (f);
+        }
+    }
+  if (!ms)
     return;
   wait_ms = strtol (ms, NULL, 10);
   ts.tv_sec = wait_ms / 1000;
@@ -43,7 +59,7 @@ fsync (int fd)
 {
   int (*real) (int) = (int (*) (int)) dlsym (RTLD_NEXT, "fsync");
 
-  maybe_wait (fd);
+  maybe_wait (fd, "fsync");
   return real (fd);
 }
 
@@ -52,6 +68,6 @@ fdatasync (int fd)
 {
   int (*real) (int) = (int (*) (int)) dlsym (RTLD_NEXT, "fdatasync");
 
-  maybe_wait (fd);
+  maybe_wait (fd, "fdatasync");
   return real (fd);
 }
