@@ -32,6 +32,7 @@ typedef struct {
   gint64 at;                /* monotonic usec of the last change, or of
                              * the grant of one not tried yet */
   gint64 before;            /* while granted: at before the grant */
+  char *before_host;        /* while granted: host before the grant */
   gboolean granted;         /* a grant not yet made or refunded */
   char *host;               /* where it was changed (or granted) */
 } ChangeStamp;

@@ -104,6 +104,7 @@ change_stamp_free (gpointer p)
   ChangeStamp *c = p;
 
   g_free (c->host);
+  g_free (c->before_host);
   g_free (c);
 }
 
@@ -130,6 +131,7 @@ change_stamp_set (TwedBackend *b, const char *key, const char *host, gint64 at)
   c = change_stamp_locked (b, key);
   c->at = at;
   c->granted = FALSE;
+  g_clear_pointer (&c->before_host, g_free);
   g_free (c->host);
   c->host = g_strdup (host);
   g_mutex_unlock (&b->changes_lock);
@@ -182,9 +184,10 @@ twed_backend_grant (TwedBackend *b, const TwedPlanEntry *en)
   if ((ok = !c->granted))
     {
       c->before = c->at;
+      g_free (c->before_host);
+      c->before_host = g_steal_pointer (&c->host);
       c->granted = TRUE;
       c->at = g_get_monotonic_time ();
-      g_free (c->host);
       c->host = g_strdup (en->host);
     }
   g_mutex_unlock (&b->changes_lock);
@@ -260,6 +263,8 @@ twed_backend_ungrant (TwedBackend *b, const TwedPlanEntry *en)
     {
       c->granted = FALSE;
       c->at = c->before;
+      g_free (c->host);
+      c->host = g_steal_pointer (&c->before_host);
       if (!c->at)
         g_hash_table_remove (b->changes, entry_key (en));
     }
