@@ -4,9 +4,12 @@
  * daemon does while its state write waits for the disk shows then.
  * With $TWED_FSYNC_LOG, each of them is logged there ("fsync PATH" or
  * "fdatasync PATH", the directory itself included): what was made
- * durable shows too. */
+ * durable shows too.  With $TWED_FSYNC_FAIL, each of them fails with EIO
+ * (a failing disk: a test running as root cannot make a directory
+ * unwritable). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +18,8 @@
 #include <unistd.h>
 
 
-static void
+/* Whether the call is to fail. */
+static int
 maybe_wait (int fd, const char *call)
 {
   const char *dir = getenv ("TWED_SLOW_FSYNC_DIR");
@@ -27,14 +31,14 @@ maybe_wait (int fd, const char *call)
   struct timespec ts;
 
   if (!dir || !*dir)
-    return;
+    return 0;
   snprintf (link, sizeof link, "/proc/self/fd/%d", fd);
   n = readlink (link, path, sizeof path - 1);
   if (n <= 0)
-    return;
+    return 0;
   path[n] = '\0';
   if (strncmp (path, dir, strlen (dir)) != 0)
-    return;
+    return 0;
   if (log && *log)
     {
       FILE *f = fopen (log, "a");
@@ -45,13 +49,16 @@ maybe_wait (int fd, const char *call)
           fclose (f);
         }
     }
+  if (getenv ("TWED_FSYNC_FAIL"))
+    return 1;
   if (!ms)
-    return;
+    return 0;
   wait_ms = strtol (ms, NULL, 10);
   ts.tv_sec = wait_ms / 1000;
   ts.tv_nsec = (wait_ms % 1000) * 1000000L;
   while (nanosleep (&ts, &ts) != 0)
     ;
+  return 0;
 }
 
 int
@@ -59,7 +66,11 @@ fsync (int fd)
 {
   int (*real) (int) = (int (*) (int)) dlsym (RTLD_NEXT, "fsync");
 
-  maybe_wait (fd, "fsync");
+  if (maybe_wait (fd, "fsync"))
+    {
+      errno = EIO;
+      return -1;
+    }
   return real (fd);
 }
 
@@ -68,6 +79,10 @@ fdatasync (int fd)
 {
   int (*real) (int) = (int (*) (int)) dlsym (RTLD_NEXT, "fdatasync");
 
-  maybe_wait (fd, "fdatasync");
+  if (maybe_wait (fd, "fdatasync"))
+    {
+      errno = EIO;
+      return -1;
+    }
   return real (fd);
 }

@@ -9,7 +9,9 @@
 #   state file and its directory fsync'd (the rename is durable);
 # - SIGTERM while granted changes wait for a worker (threads=1, its one
 #   worker held by a host that never answers) gives their grants back:
-#   started again in the same interval, twedd makes them.
+#   started again in the same interval, twedd makes them;
+# - a grant that cannot be written (every fsync fails with EIO) is not
+#   applied.
 # TAP.
 # Usage: state-log.sh TWEDD SLOW_FSYNC_SO DEMO_DIR
 set -u
@@ -52,9 +54,11 @@ config() {
 	${3:-}
 	CONF
 }
+# start LOG [env NAME=VALUE...]
 start() {
-	TWED_SLOW_FSYNC_DIR=$state TWED_SLOW_FSYNC_MS=0 TWED_FSYNC_LOG=$tmp/fsyncs LD_PRELOAD=$shim \
-		"$twedd" --config "$tmp/twed.conf" --log-format=json 2>"$1" &
+	log=$1; shift
+	env "$@" TWED_SLOW_FSYNC_DIR="$state" TWED_SLOW_FSYNC_MS=0 TWED_FSYNC_LOG="$tmp/fsyncs" LD_PRELOAD="$shim" \
+		"$twedd" --config "$tmp/twed.conf" --log-format=json 2>"$log" &
 	pid=$!
 }
 made() { grep -c '"change":' "$1"; }
@@ -125,6 +129,19 @@ printf 'h0 test://%s/node-0.xml\n' "$tmp" >"$tmp/hosts"
 start "$tmp/after.log"
 check "queued: started again in the interval, twedd makes both" \
 	wait_for 20 sh -c "[ \$(grep -c '\"change\":' '$tmp/after.log') -eq 2 ]"
+kill -TERM "$pid"
+wait "$pid"
+pid=
+
+# A grant that cannot be recorded.
+rm -rf "$state"
+config 100 0
+start "$tmp/eio.log" TWED_FSYNC_FAIL=1
+check "unwritable: the granted changes are not made" \
+	wait_for 10 grep -q 'granted change(s) not applied: the grant could not be recorded in the state file' "$tmp/eio.log"
+check "unwritable: a warning naming the state directory" \
+	grep -q "state in $state: .*no change is made while the grants cannot be recorded" "$tmp/eio.log"
+check "unwritable: nothing changed" test "$(made "$tmp/eio.log")" -eq 0
 kill -TERM "$pid"
 wait "$pid"
 pid=
