@@ -1612,6 +1612,11 @@ on_dir_check (gpointer data)
   TwedEngine *e = data;
   GStatBuf st;
 
+  /* A stat in the main loop: it blocks while the policy directory's file
+   * system does not answer (a hung network mount), and the keepalives
+   * with it.  Policy directories are local (a ConfigMap volume is a
+   * tmpfs, /etc/twed a local disk); one on a network mount would need
+   * this check moved off the main loop. */
   if (g_stat (e->config->policy_dir, &st) != 0)
     {
       e->dir_known = FALSE;
