@@ -6,7 +6,9 @@
  * "fdatasync PATH", the directory itself included): what was made
  * durable shows too.  With $TWED_FSYNC_FAIL, each of them fails with EIO
  * (a failing disk: a test running as root cannot make a directory
- * unwritable). */
+ * unwritable); with $TWED_FSYNC_FAIL_MATCH, only those of a path that
+ * holds that string fail (a disk too full for a whole state.json, which
+ * still takes a small record at the end of a file). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -25,6 +27,7 @@ maybe_wait (int fd, const char *call)
   const char *dir = getenv ("TWED_SLOW_FSYNC_DIR");
   const char *ms = getenv ("TWED_SLOW_FSYNC_MS");
   const char *log = getenv ("TWED_FSYNC_LOG");
+  const char *match = getenv ("TWED_FSYNC_FAIL_MATCH");
   char link[64], path[PATH_MAX];
   ssize_t n;
   long wait_ms;
@@ -50,6 +53,8 @@ maybe_wait (int fd, const char *call)
         }
     }
   if (getenv ("TWED_FSYNC_FAIL"))
+    return 1;
+  if (match && *match && strstr (path, match))
     return 1;
   if (!ms)
     return 0;

@@ -11,7 +11,12 @@
 #   worker held by a host that never answers) gives their grants back:
 #   started again in the same interval, twedd makes them;
 # - a grant that cannot be written (every fsync fails with EIO) is not
-#   applied.
+#   applied;
+# - when the state cannot be written whole at start (the fsyncs of
+#   state.json fail: a full disk still takes a small record), after a
+#   crash that cut a record short or that came between the renames of a
+#   whole write (a log of an older state), grants still go to a log the
+#   next start reads: started again, it holds every VM changed.
 # TAP.
 # Usage: state-log.sh TWEDD SLOW_FSYNC_SO DEMO_DIR
 set -u
@@ -132,6 +137,61 @@ check "queued: started again in the interval, twedd makes both" \
 kill -TERM "$pid"
 wait "$pid"
 pid=
+
+# full_disk NAME: started on what $state holds now, with h0 and h1, the
+# state cannot be written whole; h1's VMs are changed.  Killed, then
+# started again, twedd reads the state and holds all four VMs.
+full_disk() {
+	printf 'h0 test://%s/node-0.xml\nh1 test://%s/node-1.xml\n' "$tmp" "$tmp" >"$tmp/hosts"
+	start "$tmp/$1-full.log" TWED_FSYNC_FAIL_MATCH=state.json
+	check "$1, disk full: the state is not written whole" \
+		wait_for 20 grep -q "state in $state not compacted" "$tmp/$1-full.log"
+	check "$1, disk full: h1's changes are made" \
+		wait_for 20 sh -c "[ \$(grep -c '\"change\":' '$tmp/$1-full.log') -eq 2 ]"
+	# the apply's record too (written within 1 s)
+	sleep 2
+	kill -KILL "$pid"
+	wait "$pid" 2>/dev/null
+	pid=
+	start "$tmp/$1-again.log"
+	check "$1, started again: the state is read, all 4 VMs held" \
+		wait_for 20 grep -q "state from $state: 4 VM(s) held" "$tmp/$1-again.log"
+	check "$1, started again: not unreadable" sh -c "! grep -q 'unreadable' '$tmp/$1-again.log'"
+	check "$1, started again: both hosts read" \
+		wait_for 20 sh -c "[ \$(grep -c '\"message\":\"cycle ' '$tmp/$1-again.log') -ge 2 ]"
+	check "$1, started again: nothing changed" test "$(made "$tmp/$1-again.log")" -eq 0
+	kill -TERM "$pid"
+	wait "$pid"
+	pid=
+}
+# grant_h0: h0's two VMs changed and recorded in a log, then killed.
+grant_h0() {
+	rm -rf "$state"
+	printf 'h0 test://%s/node-0.xml\n' "$tmp" >"$tmp/hosts"
+	start "$tmp/$1-h0.log"
+	wait_for 20 sh -c "[ \$(grep -c '\"change\":' '$tmp/$1-h0.log') -eq 2 ]"
+	sleep 2
+	kill -KILL "$pid"
+	wait "$pid" 2>/dev/null
+	pid=
+}
+config 100 600
+# A record cut short, then a full disk.
+grant_h0 torn
+printf '{"interval":{"started":1,"sec' >>"$state/state.log"
+full_disk torn
+# A crash between the renames (the state written whole, its log still
+# the older one), then a full disk.
+grant_h0 stale
+cp "$state/state.log" "$tmp/older.log"
+printf '{"interval":{"started":1,"sec' >>"$state/state.log"
+start "$tmp/stale-whole.log"
+wait_for 10 sh -c "test -s '$state/state.json' && head -n 1 '$state/state.log' | grep -qx '{\"log\":1}'"
+kill -TERM "$pid"
+wait "$pid"
+pid=
+cp "$tmp/older.log" "$state/state.log"
+full_disk stale
 
 # A grant that cannot be recorded.
 rm -rf "$state"

@@ -491,6 +491,51 @@ test_state_log_compacts (void)
   g_rmdir (dir);
 }
 
+/* A record goes only to a log the next start takes whole: not to one
+ * of another generation (a crash between the renames of a whole write
+ * left it), nor after a record cut short; mended, the log takes it. */
+static void
+test_state_log_append_checks (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("twed-state-append-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, TWEDD_STATE_LOG, NULL);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
+  TwedStateLoad info = { 0 };
+  static const char record[] = "{\"interval\":{\"started\":1}}\n";
+
+  g_assert_true (twedd_state_append (dir, 3, record, strlen (record), &error));
+  g_assert_no_error (error);
+  g_assert_false (twedd_state_append (dir, 4, record, strlen (record), &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_true (g_file_set_contents (log, "{\"log\":3}\n{\"interval\":{\"sta", -1, NULL));
+  g_assert_false (twedd_state_append (dir, 3, record, strlen (record), &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_true (g_file_get_contents (log, &text, NULL, NULL));
+  g_assert_cmpstr (text, ==, "{\"log\":3}\n{\"interval\":{\"sta");
+  g_clear_pointer (&text, g_free);
+
+  info.log_torn = TRUE;
+  info.log_bytes = strlen ("{\"log\":3}\n");
+  g_assert_true (twedd_state_mend_log (dir, &info, &error));
+  g_assert_no_error (error);
+  g_assert_true (twedd_state_append (dir, 3, record, strlen (record), &error));
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents (log, &text, NULL, NULL));
+  g_assert_true (g_str_has_suffix (text, "}\n{\"interval\":{\"started\":1}}\n"));
+
+  info = (TwedStateLoad) { .log_stale = TRUE };
+  g_assert_true (twedd_state_mend_log (dir, &info, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (log, G_FILE_TEST_EXISTS));
+  g_assert_true (twedd_state_append (dir, 4, record, strlen (record), &error));
+  g_assert_no_error (error);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 /* Extra workers count only passes a worker has held for long: a round
  * of thousands of queued passes (a long timer round, threads=1) once
  * counted them all and grew the pool to thousands of threads. */
@@ -559,6 +604,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/reload-keeps-hosts", test_reload_keeps_hosts);
   g_test_add_func ("/engine/state-across-restart", test_state_across_restart);
   g_test_add_func ("/engine/state-log-compacts", test_state_log_compacts);
+  g_test_add_func ("/engine/state-log-append-checks", test_state_log_append_checks);
   g_test_add_func ("/libvirt/sigpipe-ignored", test_sigpipe_ignored);
   return g_test_run ();
 }

@@ -545,6 +545,14 @@ load_state (TwedEngine *e)
       save_state (e, TRUE);
       return;
     }
+  /* Before any append, and not left to the whole write below: a full
+   * disk refuses that one while a record still fits. */
+  if (!twedd_state_mend_log (dir, &info, &error))
+    {
+      g_warning ("state in %s: %s: no change is made while the grants cannot be recorded", dir,
+                 error->message);
+      g_clear_error (&error);
+    }
   e->state_gen = s->log;
   e->state_bytes = info.state_bytes;
   e->log_bytes = info.log_bytes;
@@ -563,8 +571,8 @@ load_state (TwedEngine *e)
              carried ? "the interval in progress goes on with what it granted" : "a new interval starts");
   if (carried)
     g_message ("interval goes on: %u change(s) already granted", s->granted);
-  /* Records go to a log that goes on from this state, whole: not one of
-   * another state, nor one that ends in a record cut short. */
+  /* Then folded, so that the log goes on from a state written whole;
+   * when that fails, records still go to the mended log. */
   if (info.fresh_log_due)
     write_file (e, state_write_new (e, WRITE_COMPACT), FALSE);
 }

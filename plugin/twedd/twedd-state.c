@@ -101,6 +101,7 @@ twedd_state_load (const char *dir, gint64 now, gint64 min_change, TwedStateLoad 
       /* Written before the state was: the state holds it. */
       g_debug ("%s is of an earlier state than %s: not replayed", log_path, state_path);
       info->fresh_log_due = TRUE;
+      info->log_stale = TRUE;
     }
   else if (torn >= 0)
     {
@@ -108,11 +109,68 @@ twedd_state_load (const char *dir, gint64 now, gint64 min_change, TwedStateLoad 
                  "(a crash while it was written): not taken", log_path, torn);
       info->log_bytes = (gsize) torn;
       info->fresh_log_due = TRUE;
+      info->log_torn = TRUE;
     }
   else if (have_log)
     info->log_bytes = log_len;
   twed_state_prune (s, now, min_change);
   return g_steal_pointer (&s);
+}
+
+gboolean
+twedd_state_mend_log (const char *dir, const TwedStateLoad *info, GError **error)
+{
+  g_autofree char *path = g_build_filename (dir, TWEDD_STATE_LOG, NULL);
+  int fd, err;
+
+  /* Of an older state, or not even a whole header: removed, the next
+   * append starts a log of the generation in force. */
+  if (info->log_stale || (info->log_torn && !info->log_bytes))
+    {
+      if (g_unlink (path) < 0 && errno != ENOENT)
+        return fail_errno (error, errno, "removing", path);
+      return sync_dir (dir, error);
+    }
+  if (!info->log_torn)
+    return TRUE;
+  fd = open (path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return fail_errno (error, errno, "opening", path);
+  if (ftruncate (fd, (off_t) info->log_bytes) < 0 || fsync (fd) < 0)
+    {
+      err = errno;
+      close (fd);
+      return fail_errno (error, err, "cutting the record cut short off", path);
+    }
+  close (fd);
+  return TRUE;
+}
+
+/* Whether the log open at @fd (of @size bytes) is one of @generation
+ * that a record can follow: its header names @generation and it ends
+ * in a newline. */
+static gboolean
+log_goes_on (int fd, off_t size, guint64 generation, const char *path, GError **error)
+{
+  g_autofree char *header = twed_state_log_header (generation);
+  size_t len = strlen (header);
+  char buf[64], last;
+
+  g_assert (len <= sizeof buf);
+  if (size < (off_t) len || pread (fd, buf, len, 0) != (ssize_t) len || memcmp (buf, header, len) != 0)
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_FAILED,
+                   "%s is not the log of the state in force (generation %" G_GUINT64_FORMAT "): not appended to",
+                   path, generation);
+      return FALSE;
+    }
+  if (pread (fd, &last, 1, size - 1) != 1 || last != '\n')
+    {
+      g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_FAILED,
+                   "%s ends in a record cut short: not appended to", path);
+      return FALSE;
+    }
+  return TRUE;
 }
 
 gboolean
@@ -148,19 +206,24 @@ twedd_state_append (const char *dir, guint64 generation, const char *data, gsize
   gsize done = 0;
   int fd, err;
 
-  fd = open (path, O_WRONLY | O_APPEND | O_CLOEXEC);
+  fd = open (path, O_RDWR | O_APPEND | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT)
     {
       g_autofree char *header = twed_state_log_header (generation);
 
       if (!replace_file (dir, TWEDD_STATE_LOG, header, strlen (header), error))
         return FALSE;
-      fd = open (path, O_WRONLY | O_APPEND | O_CLOEXEC);
+      fd = open (path, O_RDWR | O_APPEND | O_CLOEXEC);
     }
   if (fd < 0)
     return fail_errno (error, errno, "opening", path);
   if (fstat (fd, &st) < 0)
     goto failed;
+  if (!log_goes_on (fd, st.st_size, generation, path, error))
+    {
+      close (fd);
+      return FALSE;
+    }
   while (done < len)
     {
       ssize_t n = write (fd, data + done, len - done);

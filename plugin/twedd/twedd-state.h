@@ -20,6 +20,9 @@ typedef struct {
   gboolean fresh_log_due;   /* the log cannot be appended to as it is
                              * (missing, of an older state, cut short):
                              * a whole write must come first */
+  gboolean log_stale;       /* of an older state (a crash between the
+                             * two renames of a whole write) */
+  gboolean log_torn;        /* ends in a record cut short, at log_bytes */
 } TwedStateLoad;
 
 /* The state in @dir: state.json with state.log replayed onto it, what
@@ -30,6 +33,12 @@ typedef struct {
  * naming the file when either cannot be read or is damaged. */
 TwedState *twedd_state_load (const char *dir, gint64 now, gint64 min_change, TwedStateLoad *info,
                              GError **error);
+/* Makes the log that @info (from twedd_state_load) found one records
+ * can be appended to, at once and durably: one of an older state is
+ * removed (the state holds it), one cut short is cut back to its last
+ * whole record.  Then no append depends on a whole write, which a full
+ * disk may refuse while a record still fits. */
+gboolean   twedd_state_mend_log (const char *dir, const TwedStateLoad *info, GError **error);
 /* Writes @state whole, then a log of its generation (state->log) with
  * no record yet.  *@generation: the log's generation from then on (that
  * of @state once state.json is in place, even when its log could not be
@@ -38,7 +47,9 @@ TwedState *twedd_state_load (const char *dir, gint64 now, gint64 min_change, Twe
 gboolean   twedd_state_write (const char *dir, const TwedState *state, guint64 *generation, gsize *bytes,
                               GError **error);
 /* Appends @len bytes of records to the log of @generation (created when
- * missing): written whole or not at all. */
+ * missing): written whole or not at all.  Fails, appending nothing, when
+ * the log there is of another generation or does not end in a whole
+ * line: the next start could not take what was appended. */
 gboolean   twedd_state_append (const char *dir, guint64 generation, const char *data, gsize len,
                                GError **error);
 /* Folds the log into the state: load, then write with the next
