@@ -491,6 +491,71 @@ test_state_log_compacts (void)
   g_rmdir (dir);
 }
 
+static const char *failure_log;
+
+static gboolean
+log_has_failure (TwedEngine *e)
+{
+  g_autofree char *text = NULL;
+
+  return g_file_get_contents (failure_log, &text, NULL, NULL) && strstr (text, "\"failures\":1");
+}
+
+/* The failures of a host removed from the configuration leave the
+ * state: a record clears them, and the next fold writes none of them. */
+static void
+test_state_forgets_removed_host (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("twed-state-forget-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "state.json", NULL);
+  g_autofree char *log = g_build_filename (dir, "state.log", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TwedState) s = NULL;
+  g_autofree char *text = NULL;
+  TwedConfig *config = twed_config_new (), *again = twed_config_new ();
+  TwedStateLoad info;
+  TwedEngine *e;
+  guint64 gen = 0;
+  gsize bytes;
+
+  if (!twed_domain_params_available ())
+    {
+      g_test_skip ("built without the twed libvirt API: nothing is granted");
+      return;
+    }
+  for (TwedConfig *c = config; c; c = c == config ? again : NULL)
+    {
+      g_free (c->policy_dir);
+      c->policy_dir = g_build_filename (demo_dir, "policies.d", NULL);
+      c->state_dir = g_strdup (dir);
+      c->interval = 3600;
+    }
+  g_assert_true (twed_config_add_host (config, "solo", "test:///nonexistent/solo.xml", NULL));
+  g_assert_true (twed_config_add_host (again, "other", "test:///nonexistent/other.xml", NULL));
+  e = twed_engine_new (config, FALSE);
+  g_assert_true (twed_engine_start (e, &error));
+  g_assert_no_error (error);
+  twed_engine_run_pass_inline (e, "solo", solo_inventory ());
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_failed, ==, 1);
+  /* The failure on disk, as the records of a real host would be. */
+  failure_log = log;
+  g_assert_true (wait_for (log_has_failure, e, 5000));
+  g_assert_true (twed_engine_reload_config (e, again));
+  twed_engine_free (e);
+
+  s = twedd_state_load (dir, g_get_real_time (), 0, &info, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < s->vms->len; i++)
+    g_assert_cmpuint (((TwedVmRecord *) g_ptr_array_index (s->vms, i))->failures, ==, 0);
+  g_assert_true (twedd_state_compact (dir, g_get_real_time (), 0, &gen, &bytes, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_assert_null (strstr (text, "5b0c1b6e-62a4-4a5c-9a39-3f0e9c1d2a02"));
+  g_remove (path);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
 /* A record goes only to a log the next start takes whole: not to one
  * of another generation (a crash between the renames of a whole write
  * left it), nor after a record cut short; mended, the log takes it. */
@@ -605,6 +670,7 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/state-across-restart", test_state_across_restart);
   g_test_add_func ("/engine/state-log-compacts", test_state_log_compacts);
   g_test_add_func ("/engine/state-log-append-checks", test_state_log_append_checks);
+  g_test_add_func ("/engine/state-forgets-removed-host", test_state_forgets_removed_host);
   g_test_add_func ("/libvirt/sigpipe-ignored", test_sigpipe_ignored);
   return g_test_run ();
 }

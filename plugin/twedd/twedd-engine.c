@@ -446,6 +446,23 @@ state_record (TwedEngine *e, TwedBackend *backend, TwedPlanEntry *const *entries
   g_string_append (e->state_records, line);
 }
 
+/* Records taking out of the state the failures the backend no longer
+ * keeps (their VM gone, their host no longer configured): the state is
+ * folded from disk, which would keep them for ever otherwise. */
+static gboolean
+state_record_forgotten (TwedEngine *e)
+{
+  g_autoptr(GPtrArray) failed = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  g_autofree char *line = NULL;
+
+  twed_backend_take_forgotten (e->backend, failed);
+  if (!e->state_log || !failed->len)
+    return FALSE;
+  line = twed_state_log_record (NULL, NULL, failed);
+  g_string_append (e->state_records, line);
+  return TRUE;
+}
+
 /* The records made since the last write: appended at once (@now), then
  * whether they were; or on the writer's thread, as write e->state_seq.
  * Once the log outgrows the state, it is folded into it there. */
@@ -557,6 +574,8 @@ load_state (TwedEngine *e)
   e->state_bytes = info.state_bytes;
   e->log_bytes = info.log_bytes;
   held = twed_backend_restore_vms (e->backend, s->vms);
+  if (state_record_forgotten (e))
+    state_changed (e);
   if (s->interval_started && s->interval_started <= real &&
       real - s->interval_started < (gint64) e->config->interval * G_USEC_PER_SEC)
     {
@@ -1029,7 +1048,11 @@ on_pass_stage_done (gpointer data)
       return G_SOURCE_REMOVE;
     }
   if (job->stage == PASS_READ)
-    e->reading--;
+    {
+      e->reading--;
+      if (state_record_forgotten (e))
+        state_changed (e);
+    }
   if (job->stage == PASS_READ && job->plan && !pass_superseded (e, job) &&
       !job->dry_run && twed_domain_params_available () &&
       twed_plan_count (job->plan, TWED_ACTION_CHANGE))
@@ -1733,6 +1756,8 @@ twed_engine_reload_config (TwedEngine *e, TwedConfig *config)
      * the history of their VMs; options apply at their next use. */
     backend_options (config, &bo);
     twed_backend_reconfigure (e->backend, config->hosts, &bo);
+    if (state_record_forgotten (e))
+      state_changed (e);
     forget_removed_hosts (e);
     setup_monitor (e);
     /* The interval and its budget go on: a reload is no new interval,

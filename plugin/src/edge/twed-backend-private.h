@@ -117,6 +117,9 @@ struct _TwedBackend {
   BackendNotifier *notifier;
   GMutex changes_lock;
   GHashTable *changes;    /* under changes_lock: VM key -> ChangeStamp */
+  GMutex forgotten_lock;
+  GPtrArray *forgotten;   /* under forgotten_lock: TwedVmRecord, failures
+                           * no longer kept, until taken */
   guint64 reads;          /* atomic (__atomic builtins): counters never wrap */
   guint64 writes;
 };

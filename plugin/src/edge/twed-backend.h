@@ -101,6 +101,13 @@ void  twed_backend_save_vms (TwedBackend *backend, GPtrArray *out);
 /* Takes such records back (failures: those of configured hosts; when a
  * VM was changed: all of them): how many. */
 guint twed_backend_restore_vms (TwedBackend *backend, GPtrArray *records);
+/* Moves to @failed a record of no failure (0 failures, no retry_at) for
+ * each VM whose failures the backend stopped keeping since the last
+ * call: the VM left its host and its backoff was over, its host left the
+ * configuration, or its host was not configured when its records were
+ * restored.  Appended to the state's log, they take those failures out
+ * of the state. */
+void  twed_backend_take_forgotten (TwedBackend *backend, GPtrArray *failed);
 
 /* What holds @entry's VM back now, as records for the state's log: when
  * it was last changed (fleet-wide; changed_at 0 when never, or no
