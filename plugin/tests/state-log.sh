@@ -16,7 +16,9 @@
 #   state.json fail: a full disk still takes a small record), after a
 #   crash that cut a record short or that came between the renames of a
 #   whole write (a log of an older state), grants still go to a log the
-#   next start reads: started again, it holds every VM changed.
+#   next start reads: started again, it holds every VM changed;
+# - a state that cannot be read holds every change at start, and still
+#   does at the next start when its hold could not be written.
 # TAP.
 # Usage: state-log.sh TWEDD SLOW_FSYNC_SO DEMO_DIR
 set -u
@@ -192,6 +194,39 @@ wait "$pid"
 pid=
 cp "$tmp/older.log" "$state/state.log"
 full_disk stale
+
+# A damaged state, whose hold cannot be written at the first start.
+grant_h0 damaged
+printf '{"log":0,"interval' >"$state/state.json"
+printf 'h0 test://%s/node-0.xml\nh1 test://%s/node-1.xml\n' "$tmp" "$tmp" >"$tmp/hosts"
+start "$tmp/damaged-full.log" TWED_FSYNC_FAIL_MATCH=state.json
+check "damaged, disk full: unreadable, kept as *.corrupt" \
+	wait_for 20 grep -q "state in $state unreadable" "$tmp/damaged-full.log"
+check "damaged, disk full: both hosts read" \
+	wait_for 20 sh -c "[ \$(grep -c '\"message\":\"cycle ' '$tmp/damaged-full.log') -ge 2 ]"
+check "damaged, disk full: nothing changed" test "$(made "$tmp/damaged-full.log")" -eq 0
+check "damaged, disk full: state.json.corrupt" test -s "$state/state.json.corrupt"
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null
+pid=
+start "$tmp/damaged-again.log"
+check "damaged, started again: still unreadable, so held" \
+	wait_for 20 grep -q "state in $state unreadable" "$tmp/damaged-again.log"
+check "damaged, started again: both hosts read" \
+	wait_for 20 sh -c "[ \$(grep -c '\"message\":\"cycle ' '$tmp/damaged-again.log') -ge 2 ]"
+check "damaged, started again: nothing changed" test "$(made "$tmp/damaged-again.log")" -eq 0
+kill -TERM "$pid"
+wait "$pid"
+pid=
+start "$tmp/damaged-held.log"
+check "damaged, the hold written: the next start goes on with it" \
+	wait_for 20 grep -q "state from $state: .*the interval in progress goes on" "$tmp/damaged-held.log"
+check "damaged, the hold written: both hosts read" \
+	wait_for 20 sh -c "[ \$(grep -c '\"message\":\"cycle ' '$tmp/damaged-held.log') -ge 2 ]"
+check "damaged, the hold written: nothing changed" test "$(made "$tmp/damaged-held.log")" -eq 0
+kill -TERM "$pid"
+wait "$pid"
+pid=
 
 # A grant that cannot be recorded.
 rm -rf "$state"

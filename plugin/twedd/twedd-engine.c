@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Bursts of events (a migration fires several) collapse into one pass. */
 #define EVENT_DEBOUNCE_MS 200
@@ -549,12 +550,26 @@ load_state (TwedEngine *e)
 
       g_warning ("state in %s unreadable (%s): kept as *.corrupt; what was changed before this start is "
                  "unknown, so nothing is changed before the next interval", dir, error->message);
+      /* Copies: the files stay until the hold below replaces them, so
+       * that a start after a failed hold write holds too. */
       for (guint i = 0; i < G_N_ELEMENTS (names); i++)
         {
           g_autofree char *path = g_build_filename (dir, names[i], NULL);
           g_autofree char *aside = g_strconcat (path, ".corrupt", NULL);
 
-          (void) g_rename (path, aside);
+          if (!g_file_test (path, G_FILE_TEST_EXISTS))
+            continue;
+          (void) g_unlink (aside);
+          if (link (path, aside) < 0)
+            {
+              g_autofree char *text = NULL;
+              gsize len;
+
+              /* A file system without hard links. */
+              if (!g_file_get_contents (path, &text, &len, NULL) ||
+                  !g_file_set_contents_full (aside, text, (gssize) len, G_FILE_SET_CONTENTS_NONE, 0600, NULL))
+                g_warning ("%s not kept as %s", path, aside);
+            }
         }
       twed_budget_hold (e->budget, "state file unreadable at start: no change before the next interval");
       /* Kept at once: a second restart within the interval must hold
