@@ -1157,7 +1157,9 @@ pass_thread (gpointer data, gpointer user_data G_GNUC_UNUSED)
           return;
         }
     }
-  if (g_atomic_int_get (&job->link->gone))
+  /* A claimed apply is made even when the engine ends meanwhile: its
+   * grant was not given back. */
+  else if (g_atomic_int_get (&job->link->gone))
     {
       pass_job_free (job);
       return;
