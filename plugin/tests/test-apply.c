@@ -326,6 +326,67 @@ test_min_interval_same_uuid_one_batch (void)
   g_rmdir (dir);
 }
 
+/* A grant given back (its change failed, or was never tried) leaves the
+ * VM as it was before it: last changed when it was, and held for that,
+ * not for a change that was never made. */
+static void
+test_ungrant_restores_before (void)
+{
+  g_autoptr(TwedPolicySet) set = policy_all_fixed (3);
+  g_autofree char *dir = g_dir_make_tmp ("twed-ungrant-XXXXXX", NULL);
+  g_autofree char *uri = node_file (dir, "a", MOVER_XML);
+  g_autoptr(TwedBackend) b = backend_of ("a", uri, NULL, NULL);
+  g_autoptr(GPtrArray) records = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  g_autoptr(GPtrArray) saved = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  g_autoptr(TwedPlan) p1 = NULL;
+  g_autoptr(TwedPlan) p2 = NULL;
+  g_autoptr(TwedPlan) p3 = NULL;
+  gint64 then = g_get_real_time () - 300 * G_USEC_PER_SEC;
+  const TwedVmRecord *r;
+  TwedVmRecord *old;
+  TwedPlanEntry *en;
+
+  old = twed_vm_record_new ("elsewhere", "5b0c1b6e-62a4-4a5c-9a39-3f0e9c1d2a01");
+  old->changed_at = then;
+  g_ptr_array_add (records, old);
+  g_assert_cmpuint (twed_backend_restore_vms (b, records), ==, 1);
+
+  /* Changed 300 s ago on another host; min_change_interval 200 s (a
+   * reload lowered it): free, granted. */
+  twed_backend_set_min_change_interval (b, 200);
+  p1 = plan (b, set);
+  en = find (p1, "mover");
+  g_assert_cmpuint (en->action, ==, TWED_ACTION_CHANGE);
+  g_assert_true (twed_backend_grant (b, en));
+  p2 = plan (b, set);
+  g_assert_cmpuint (find (p2, "mover")->action, ==, TWED_ACTION_DEFER);
+  g_assert_nonnull (strstr (find (p2, "mover")->reason, "changed 0 s ago, min_change_interval 200 s"));
+
+  /* Given back: the change of 300 s ago is the last again, wherever
+   * it was, and with min_change_interval back at 600 s it holds. */
+  twed_backend_ungrant (b, en);
+  twed_backend_set_min_change_interval (b, 600);
+  p3 = plan (b, set);
+  en = find (p3, "mover");
+  g_assert_cmpuint (en->action, ==, TWED_ACTION_DEFER);
+  g_test_message ("%s", en->reason);
+  g_assert_true (strstr (en->reason, "changed 300 s ago on elsewhere") ||
+                 strstr (en->reason, "changed 301 s ago on elsewhere"));
+  twed_backend_save_vms (b, saved);
+  g_assert_cmpuint (saved->len, ==, 1);
+  r = g_ptr_array_index (saved, 0);
+  g_assert_cmpstr (r->host, ==, "elsewhere");
+  /* Through the monotonic clock and back. */
+  g_assert_cmpint (ABS (r->changed_at - then), <, G_USEC_PER_SEC);
+
+  {
+    g_autofree char *path = g_strdup_printf ("%s/a.xml", dir);
+
+    g_remove (path);
+  }
+  g_rmdir (dir);
+}
+
 /* When VMs were changed is forgotten once min_change_interval no longer
  * holds them, with no state file to prune it on a write. */
 static void
@@ -385,5 +446,6 @@ main (int argc, char **argv)
   g_test_add_func ("/apply/min-interval-follows-migration", test_min_interval_follows_migration);
   g_test_add_func ("/apply/min-interval-same-uuid-one-batch", test_min_interval_same_uuid_one_batch);
   g_test_add_func ("/apply/changes-pruned-without-state", test_changes_pruned_without_state);
+  g_test_add_func ("/apply/ungrant-restores-before", test_ungrant_restores_before);
   return g_test_run ();
 }

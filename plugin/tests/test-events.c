@@ -7,6 +7,8 @@
 #include "twed-libvirt.h"
 #include "twed-log.h"
 #include "twed-domain-params.h"
+#include "twedd-state.h"
+#include "test-util.h"
 
 #include <glib/gstdio.h>
 #include <signal.h>
@@ -331,7 +333,7 @@ static void
 test_state_across_restart (void)
 {
   g_autofree char *dir = NULL;
-  g_autofree char *path = NULL, *aside = NULL;
+  g_autofree char *path = NULL, *aside = NULL, *log = NULL, *log_aside = NULL;
   const TwedPlanEntry *web;
   TwedEngine *e;
 
@@ -343,6 +345,8 @@ test_state_across_restart (void)
   dir = g_dir_make_tmp ("twed-state-XXXXXX", NULL);
   path = g_build_filename (dir, "state.json", NULL);
   aside = g_strconcat (path, ".corrupt", NULL);
+  log = g_build_filename (dir, "state.log", NULL);
+  log_aside = g_strconcat (log, ".corrupt", NULL);
 
   /* The interval's budget: one change, spent before the restart. */
   e = start_state_engine (dir, 1, 0);
@@ -352,7 +356,9 @@ test_state_across_restart (void)
   g_assert_cmpuint (twed_engine_get_counters (e)->changes_applied, ==, 0);
   g_assert_cmpuint (twed_plan_count (twed_engine_get_last_plan (e), TWED_ACTION_DEFER), >=, 4);
   twed_engine_free (e);
-  g_assert_cmpint (g_remove (path), ==, 0);
+  /* Kept as records: nothing was written whole yet. */
+  g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+  g_assert_cmpint (g_remove (log), ==, 0);
 
   /* min_change_interval: web-1 was changed just before the restart. */
   e = start_state_engine (dir, 0, 3600);
@@ -383,6 +389,215 @@ test_state_across_restart (void)
 
   g_remove (path);
   g_remove (aside);
+  g_remove (log);
+  g_remove (log_aside);
+  g_rmdir (dir);
+}
+
+/* One host's inventory as its read stage would hand it over: a VM of 4
+ * vCPUs on 2 pCPUs, which the demo's default policy changes. */
+static GPtrArray *
+solo_inventory (void)
+{
+  GPtrArray *one = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+  TwedHost *host = twed_host_new ("solo", NULL);
+  TwedDomain *d;
+
+  host->reachable = TRUE;
+  host->support = TWED_SUPPORT_YES;
+  host->ncpus = 2;
+  d = add_dom (host, "vm", 4, NULL);
+  d->uuid = g_strdup ("5b0c1b6e-62a4-4a5c-9a39-3f0e9c1d2a02");
+  twed_host_compute (host);
+  g_ptr_array_add (one, host);
+  return one;
+}
+
+/* Grants are records appended to the state's log; the log is folded
+ * into the state (written whole) only once it has grown past the
+ * state's size, not at every grant, and what is on disk then is what
+ * the records said.  The host has no libvirt behind it: each change
+ * granted fails and is given back, and the next pass grants it again. */
+static void
+test_state_log_compacts (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("twed-state-log-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "state.json", NULL);
+  g_autofree char *log = g_build_filename (dir, "state.log", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TwedState) s = NULL;
+  TwedConfig *config = twed_config_new ();
+  const TwedVmRecord *failed = NULL;
+  GStatBuf folded, after;
+  TwedStateLoad info;
+  TwedEngine *e;
+  guint passes = 0;
+
+  if (!twed_domain_params_available ())
+    {
+      g_test_skip ("built without the twed libvirt API: nothing is granted");
+      return;
+    }
+  g_free (config->policy_dir);
+  config->policy_dir = g_build_filename (demo_dir, "policies.d", NULL);
+  config->state_dir = g_strdup (dir);
+  config->interval = 3600;
+  g_assert_true (twed_config_add_host (config, "solo", "test:///nonexistent/solo.xml", NULL));
+  e = twed_engine_new (config, FALSE);
+  g_assert_true (twed_engine_start (e, &error));
+  g_assert_no_error (error);
+  while (passes < 5000 && !g_file_test (path, G_FILE_TEST_EXISTS))
+    {
+      twed_engine_run_pass_inline (e, "solo", solo_inventory ());
+      passes++;
+      g_assert_cmpuint (twed_engine_get_counters (e)->changes_failed, ==, passes);
+    }
+  g_test_message ("state written whole after %u grants", passes);
+  g_assert_true (g_file_test (path, G_FILE_TEST_EXISTS));
+  /* A record is a few hundred bytes: the state of one VM is written
+   * whole once 64 KiB of them came, not at every grant. */
+  g_assert_cmpuint (passes, >, 20);
+  g_assert_cmpint (g_stat (path, &folded), ==, 0);
+  g_assert_cmpint (g_stat (log, &after), ==, 0);
+  g_assert_cmpint (after.st_size, <, 1024);
+  /* The next grant is a record again. */
+  twed_engine_run_pass_inline (e, "solo", solo_inventory ());
+  passes++;
+  g_assert_cmpint (g_stat (log, &after), ==, 0);
+  g_assert_cmpint (after.st_size, >, 100);
+  g_assert_cmpint (g_stat (path, &after), ==, 0);
+  g_assert_cmpint (after.st_mtim.tv_nsec, ==, folded.st_mtim.tv_nsec);
+  g_assert_cmpint (after.st_size, ==, folded.st_size);
+  twed_engine_free (e);
+
+  /* Every grant given back, the failures counted. */
+  s = twedd_state_load (dir, g_get_real_time (), 0, &info, &error);
+  g_assert_no_error (error);
+  g_assert_false (info.fresh_log_due);
+  g_assert_cmpuint (s->granted, ==, 0);
+  for (guint i = 0; i < s->vms->len; i++)
+    {
+      const TwedVmRecord *r = g_ptr_array_index (s->vms, i);
+
+      if (r->failures)
+        failed = r;
+    }
+  g_assert_nonnull (failed);
+  g_assert_cmpstr (failed->vm, ==, "5b0c1b6e-62a4-4a5c-9a39-3f0e9c1d2a02");
+  g_assert_cmpuint (failed->failures, ==, passes);
+
+  g_remove (path);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
+static const char *failure_log;
+
+static gboolean
+log_has_failure (TwedEngine *e)
+{
+  g_autofree char *text = NULL;
+
+  return g_file_get_contents (failure_log, &text, NULL, NULL) && strstr (text, "\"failures\":1");
+}
+
+/* The failures of a host removed from the configuration leave the
+ * state: a record clears them, and the next fold writes none of them. */
+static void
+test_state_forgets_removed_host (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("twed-state-forget-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "state.json", NULL);
+  g_autofree char *log = g_build_filename (dir, "state.log", NULL);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(TwedState) s = NULL;
+  g_autofree char *text = NULL;
+  TwedConfig *config = twed_config_new (), *again = twed_config_new ();
+  TwedStateLoad info;
+  TwedEngine *e;
+  guint64 gen = 0;
+  gsize bytes;
+
+  if (!twed_domain_params_available ())
+    {
+      g_test_skip ("built without the twed libvirt API: nothing is granted");
+      return;
+    }
+  for (TwedConfig *c = config; c; c = c == config ? again : NULL)
+    {
+      g_free (c->policy_dir);
+      c->policy_dir = g_build_filename (demo_dir, "policies.d", NULL);
+      c->state_dir = g_strdup (dir);
+      c->interval = 3600;
+    }
+  g_assert_true (twed_config_add_host (config, "solo", "test:///nonexistent/solo.xml", NULL));
+  g_assert_true (twed_config_add_host (again, "other", "test:///nonexistent/other.xml", NULL));
+  e = twed_engine_new (config, FALSE);
+  g_assert_true (twed_engine_start (e, &error));
+  g_assert_no_error (error);
+  twed_engine_run_pass_inline (e, "solo", solo_inventory ());
+  g_assert_cmpuint (twed_engine_get_counters (e)->changes_failed, ==, 1);
+  /* The failure on disk, as the records of a real host would be. */
+  failure_log = log;
+  g_assert_true (wait_for (log_has_failure, e, 5000));
+  g_assert_true (twed_engine_reload_config (e, again));
+  twed_engine_free (e);
+
+  s = twedd_state_load (dir, g_get_real_time (), 0, &info, &error);
+  g_assert_no_error (error);
+  for (guint i = 0; i < s->vms->len; i++)
+    g_assert_cmpuint (((TwedVmRecord *) g_ptr_array_index (s->vms, i))->failures, ==, 0);
+  g_assert_true (twedd_state_compact (dir, g_get_real_time (), 0, &gen, &bytes, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  g_assert_null (strstr (text, "5b0c1b6e-62a4-4a5c-9a39-3f0e9c1d2a02"));
+  g_remove (path);
+  g_remove (log);
+  g_rmdir (dir);
+}
+
+/* A record goes only to a log the next start takes whole: not to one
+ * of another generation (a crash between the renames of a whole write
+ * left it), nor after a record cut short; mended, the log takes it. */
+static void
+test_state_log_append_checks (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("twed-state-append-XXXXXX", NULL);
+  g_autofree char *log = g_build_filename (dir, TWEDD_STATE_LOG, NULL);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
+  TwedStateLoad info = { 0 };
+  static const char record[] = "{\"interval\":{\"started\":1}}\n";
+
+  g_assert_true (twedd_state_append (dir, 3, record, strlen (record), &error));
+  g_assert_no_error (error);
+  g_assert_false (twedd_state_append (dir, 4, record, strlen (record), &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_true (g_file_set_contents (log, "{\"log\":3}\n{\"interval\":{\"sta", -1, NULL));
+  g_assert_false (twedd_state_append (dir, 3, record, strlen (record), &error));
+  g_assert_error (error, G_FILE_ERROR, G_FILE_ERROR_FAILED);
+  g_clear_error (&error);
+  g_assert_true (g_file_get_contents (log, &text, NULL, NULL));
+  g_assert_cmpstr (text, ==, "{\"log\":3}\n{\"interval\":{\"sta");
+  g_clear_pointer (&text, g_free);
+
+  info.log_torn = TRUE;
+  info.log_bytes = strlen ("{\"log\":3}\n");
+  g_assert_true (twedd_state_mend_log (dir, &info, &error));
+  g_assert_no_error (error);
+  g_assert_true (twedd_state_append (dir, 3, record, strlen (record), &error));
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents (log, &text, NULL, NULL));
+  g_assert_true (g_str_has_suffix (text, "}\n{\"interval\":{\"started\":1}}\n"));
+
+  info = (TwedStateLoad) { .log_stale = TRUE };
+  g_assert_true (twedd_state_mend_log (dir, &info, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (log, G_FILE_TEST_EXISTS));
+  g_assert_true (twedd_state_append (dir, 4, record, strlen (record), &error));
+  g_assert_no_error (error);
+  g_remove (log);
   g_rmdir (dir);
 }
 
@@ -453,6 +668,9 @@ main (int argc, char **argv)
   g_test_add_func ("/engine/extra-workers", test_extra_workers);
   g_test_add_func ("/engine/reload-keeps-hosts", test_reload_keeps_hosts);
   g_test_add_func ("/engine/state-across-restart", test_state_across_restart);
+  g_test_add_func ("/engine/state-log-compacts", test_state_log_compacts);
+  g_test_add_func ("/engine/state-log-append-checks", test_state_log_append_checks);
+  g_test_add_func ("/engine/state-forgets-removed-host", test_state_forgets_removed_host);
   g_test_add_func ("/libvirt/sigpipe-ignored", test_sigpipe_ignored);
   return g_test_run ();
 }

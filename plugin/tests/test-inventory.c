@@ -12,6 +12,7 @@
 #include "twed-signals.h"
 
 #include <glib/gstdio.h>
+#include <string.h>
 
 static const char node_xml[] =
   "<node>\n"
@@ -182,10 +183,41 @@ saved (TwedBackend *b, const char *vm)
   return FALSE;
 }
 
+static gint
+compare_strings (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+/* The records of no failure twed_backend_take_forgotten gives, as
+ * "host/vm" sorted and joined by spaces; each of them clears. */
+static char *
+forgotten (TwedBackend *b)
+{
+  g_autoptr(GPtrArray) records = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  g_autoptr(GPtrArray) keys = g_ptr_array_new_with_free_func (g_free);
+
+  twed_backend_take_forgotten (b, records);
+  for (guint i = 0; i < records->len; i++)
+    {
+      const TwedVmRecord *r = g_ptr_array_index (records, i);
+
+      g_assert_cmpuint (r->failures, ==, 0);
+      g_assert_cmpint (r->retry_at, ==, 0);
+      g_assert_cmpint (r->changed_at, ==, 0);
+      g_ptr_array_add (keys, g_strdup_printf ("%s/%s", r->host, r->vm));
+    }
+  g_ptr_array_sort (keys, compare_strings);
+  g_ptr_array_add (keys, NULL);
+  return g_strjoinv (" ", (char **) keys->pdata);
+}
+
 /* What the backend knows of VMs that left the host goes once it holds
  * nothing back: a VM gone whose failure backoff is over is forgotten,
  * one whose backoff still runs is kept (it may come back, migrating),
- * and a VM still there keeps its history. */
+ * and a VM still there keeps its history.  Each failure forgotten, and
+ * those of a host not configured, are given back as records that clear
+ * them from the state; those of a host removed, at the reconfiguration. */
 static void
 test_vms_pruned (void)
 {
@@ -200,6 +232,7 @@ test_vms_pruned (void)
   gint64 now = g_get_real_time ();
   const TwedDomain *d;
   const char *good;
+  g_autofree char *text = NULL, *both = NULL;
   TwedVmRecord *r;
 
   g_assert_true (g_file_set_contents (path, node_xml, -1, NULL));
@@ -223,13 +256,31 @@ test_vms_pruned (void)
   r->backoff = 60;
   r->retry_at = now + 60 * G_USEC_PER_SEC;
   g_ptr_array_add (records, r);
+  r = twed_vm_record_new ("elsewhere", "on-a-host-removed");
+  r->failures = 1;
+  r->backoff = 60;
+  r->retry_at = now + 60 * G_USEC_PER_SEC;
+  g_ptr_array_add (records, r);
   g_assert_cmpuint (twed_backend_restore_vms (b, records), ==, 3);
   g_assert_true (saved (b, "gone"));
+  text = forgotten (b);
+  g_assert_cmpstr (text, ==, "elsewhere/on-a-host-removed");
+  g_clear_pointer (&text, g_free);
 
   second = twed_backend_inventory (b, NULL);
   g_assert_true (saved (b, good));
   g_assert_false (saved (b, "gone"));
   g_assert_true (saved (b, "gone-but-held"));
+  text = forgotten (b);
+  g_assert_cmpstr (text, ==, "hp/gone");
+  g_clear_pointer (&text, g_free);
+
+  g_ptr_array_set_size (specs, 0);
+  twed_backend_reconfigure (b, specs, &o);
+  text = forgotten (b);
+  both = g_strdup_printf ("hp/%s hp/gone-but-held", good);
+  g_assert_cmpstr (text, ==, both);
+  g_clear_pointer (&text, g_free);
   g_unlink (path);
   g_rmdir (dir);
 }

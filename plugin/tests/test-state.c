@@ -99,11 +99,206 @@ test_corrupt (void)
     }
 }
 
+static TwedVmRecord *
+changed (const char *host, const char *vm, gint64 at)
+{
+  TwedVmRecord *r = twed_vm_record_new (host, vm);
+
+  r->changed_at = at;
+  return r;
+}
+
+static const TwedVmRecord *
+find_vm (const TwedState *s, const char *vm, gboolean failed)
+{
+  for (guint i = 0; i < s->vms->len; i++)
+    {
+      const TwedVmRecord *r = g_ptr_array_index (s->vms, i);
+
+      if (g_str_equal (r->vm, vm) && (r->failures || r->retry_at) == failed)
+        return r;
+    }
+  return NULL;
+}
+
+static void
+append_record (GString *log, const TwedState *iv, const GPtrArray *ch, const GPtrArray *fa)
+{
+  g_autofree char *line = twed_state_log_record (iv, ch, fa);
+
+  g_string_append (log, line);
+}
+
+/* A state and the records of what changed since: the log replayed onto
+ * the state is what it would have been written whole. */
+static void
+test_log_replay (void)
+{
+  g_autoptr(TwedState) s = sample_state ();
+  g_autoptr(TwedState) iv = twed_state_new ();
+  g_autoptr(GPtrArray) ch = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  g_autoptr(GPtrArray) fa = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  g_autoptr(GString) log = g_string_new (NULL);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *header = NULL;
+  const TwedVmRecord *r;
+  TwedVmRecord *f;
+  gboolean stale;
+  gssize torn;
+
+  s->log = 3;
+  header = twed_state_log_header (3);
+  g_string_append (log, header);
+  /* A grant in the same interval: its counts now, and two VMs. */
+  iv->interval_started = s->interval_started;
+  iv->interval = 60;
+  iv->granted = 9;
+  g_hash_table_insert (iv->per_policy, g_strdup ("default"), GUINT_TO_POINTER (7));
+  g_ptr_array_add (ch, changed ("h1", "6695eb01-f6a4-8304-79aa-97f2502e193f", 1764500002000000));
+  g_ptr_array_add (ch, changed ("h3", "new-vm", 1764500002000000));
+  append_record (log, iv, ch, NULL);
+  /* Its apply: one refunded (back to never changed), one failure
+   * cleared, one failure new. */
+  g_ptr_array_set_size (ch, 0);
+  g_ptr_array_add (ch, changed ("h3", "new-vm", 0));
+  iv->granted = 8;
+  g_hash_table_insert (iv->per_policy, g_strdup ("default"), GUINT_TO_POINTER (6));
+  g_ptr_array_add (fa, twed_vm_record_new ("h2", "web-1"));
+  f = twed_vm_record_new ("h3", "new-vm");
+  f->failures = 1;
+  f->backoff = 30;
+  f->retry_at = 1764500032000000;
+  f->error = g_strdup ("boom");
+  g_ptr_array_add (fa, f);
+  append_record (log, iv, ch, fa);
+
+  g_assert_true (twed_state_replay (s, log->str, log->len, &stale, &torn, &error));
+  g_assert_no_error (error);
+  g_assert_false (stale);
+  g_assert_cmpint (torn, ==, -1);
+  g_assert_cmpuint (s->granted, ==, 8);
+  g_assert_cmpuint (GPOINTER_TO_UINT (g_hash_table_lookup (s->per_policy, "default")), ==, 6);
+  /* Not named since: as it was. */
+  g_assert_cmpuint (GPOINTER_TO_UINT (g_hash_table_lookup (s->per_host, "default\nh1")), ==, 3);
+  r = find_vm (s, "6695eb01-f6a4-8304-79aa-97f2502e193f", FALSE);
+  g_assert_nonnull (r);
+  g_assert_cmpint (r->changed_at, ==, 1764500002000000);
+  g_assert_null (find_vm (s, "new-vm", FALSE));
+  g_assert_null (find_vm (s, "web-1", TRUE));
+  r = find_vm (s, "new-vm", TRUE);
+  g_assert_nonnull (r);
+  g_assert_cmpuint (r->failures, ==, 1);
+  g_assert_cmpstr (r->error, ==, "boom");
+  g_assert_cmpuint (s->vms->len, ==, 2);
+
+  /* A new interval: the counts start again. */
+  g_hash_table_remove_all (iv->per_policy);
+  iv->interval_started += 60 * G_USEC_PER_SEC;
+  iv->granted = 0;
+  g_string_assign (log, header);
+  append_record (log, iv, NULL, NULL);
+  g_assert_true (twed_state_replay (s, log->str, log->len, &stale, &torn, &error));
+  g_assert_cmpint (s->interval_started, ==, iv->interval_started);
+  g_assert_cmpuint (s->granted, ==, 0);
+  g_assert_cmpuint (g_hash_table_size (s->per_policy), ==, 0);
+  g_assert_cmpuint (g_hash_table_size (s->per_host), ==, 0);
+
+  /* What no longer holds anything back goes: the change 1 s old with
+   * min_change_interval 1 s, and a failure once its backoff is over
+   * only when no failure is left. */
+  twed_state_prune (s, 1764500003000000, G_USEC_PER_SEC);
+  g_assert_null (find_vm (s, "6695eb01-f6a4-8304-79aa-97f2502e193f", FALSE));
+  g_assert_nonnull (find_vm (s, "new-vm", TRUE));
+}
+
+/* A log of an earlier state (written whole since) is not replayed; a
+ * last record cut short is not taken; damage before it is an error. */
+static void
+test_log_damage (void)
+{
+  g_autofree char *header = twed_state_log_header (3);
+  g_autoptr(GPtrArray) ch = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  g_autofree char *rec = NULL;
+  g_autofree char *half = NULL;
+  g_autofree char *text = NULL;
+  gboolean stale;
+  gssize torn;
+
+  g_ptr_array_add (ch, changed ("h1", "vm-a", 1764500002000000));
+  rec = twed_state_log_record (NULL, ch, NULL);
+  half = g_strndup (rec, strlen (rec) / 2);
+
+  {
+    g_autoptr(TwedState) s = twed_state_new ();
+
+    s->log = 4;
+    text = g_strconcat (header, rec, NULL);
+    g_assert_true (twed_state_replay (s, text, strlen (text), &stale, &torn, NULL));
+    g_assert_true (stale);
+    g_assert_cmpuint (s->vms->len, ==, 0);
+    g_clear_pointer (&text, g_free);
+  }
+  /* Cut short: no newline; zeros then a newline; no header yet. */
+  for (guint c = 0; c < 3; c++)
+    {
+      g_autoptr(TwedState) s = twed_state_new ();
+      gsize len;
+
+      s->log = 3;
+      if (c == 0)
+        text = g_strconcat (header, rec, half, NULL);
+      else if (c == 1)
+        text = g_strconcat (header, rec, "\x01\x01\x01\n", NULL);
+      else
+        text = g_strndup (header, 4);
+      len = strlen (text);
+      g_assert_true (twed_state_replay (s, text, len, &stale, &torn, NULL));
+      g_assert_false (stale);
+      g_assert_cmpint (torn, ==, c == 2 ? 0 : (gssize) (strlen (header) + strlen (rec)));
+      g_assert_cmpuint (s->vms->len, ==, c == 2 ? 0 : 1);
+      g_clear_pointer (&text, g_free);
+    }
+  {
+    g_autoptr(TwedState) s = twed_state_new ();
+    g_autoptr(GError) error = NULL;
+
+    s->log = 3;
+    text = g_strconcat (header, half, "\n", rec, NULL);
+    g_assert_false (twed_state_replay (s, text, strlen (text), &stale, &torn, &error));
+    g_assert_error (error, TWED_ERROR, TWED_ERROR_INVALID);
+    g_assert_nonnull (strstr (error->message, "record at offset 10: "));
+  }
+}
+
+/* The generation of the log a state goes on from is kept with it; a
+ * state written before there was a log is generation 0. */
+static void
+test_log_generation (void)
+{
+  g_autoptr(TwedState) s = sample_state ();
+  g_autofree char *json = NULL;
+  g_autoptr(TwedState) back = NULL;
+  g_autoptr(TwedState) old = NULL;
+
+  s->log = 42;
+  json = twed_state_to_json (s);
+  back = twed_state_from_json (json, -1, NULL);
+  g_assert_nonnull (back);
+  g_assert_cmpuint (back->log, ==, 42);
+  old = twed_state_from_json ("{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,"
+                              "\"per_policy\":{},\"per_host\":{}},\"vms\":[]}", -1, NULL);
+  g_assert_nonnull (old);
+  g_assert_cmpuint (old->log, ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/state/roundtrip", test_roundtrip);
   g_test_add_func ("/state/corrupt", test_corrupt);
+  g_test_add_func ("/state/log-replay", test_log_replay);
+  g_test_add_func ("/state/log-damage", test_log_damage);
+  g_test_add_func ("/state/log-generation", test_log_generation);
   return g_test_run ();
 }

@@ -19,11 +19,13 @@
 #include "twed-log.h"
 #include "twed-policydir.h"
 #include "twed-state.h"
+#include "twedd-state.h"
 
 #include <gio/gio.h>
 #include <errno.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Bursts of events (a migration fires several) collapse into one pass. */
 #define EVENT_DEBOUNCE_MS 200
@@ -46,7 +48,9 @@
  * changed by an apply.  A grant is written at once, and its changes are
  * made only once it is on disk. */
 #define STATE_SAVE_DELAY_MS 1000
-#define STATE_FILE "state.json"
+/* The state's log is folded into it once it is larger than the state
+ * and than this. */
+#define STATE_COMPACT_MIN_BYTES (64 * 1024)
 
 /* Passes that finished reading wait this long at most for the others
  * of their round before the interval's budget is granted among them. */
@@ -65,6 +69,7 @@ typedef struct {
                                  * configuration or the policies */
   gint gone;                    /* atomic: the engine ended, passes still
                                  * queued are dropped */
+  GMutex claim_lock;            /* PassJob applying, taken_back */
 } EngineLink;                   /* atomic rc box */
 
 struct _TwedEngine {
@@ -106,9 +111,17 @@ struct _TwedEngine {
   GSource *grant_timer;
   TwedCounters counters;
   guint event_cycles;
-  char *state_path;             /* NULL: nothing kept across restarts */
-  GSource *state_timer;
+  char *state_log;              /* the state's log; NULL: nothing kept
+                                 * across restarts */
+  GString *state_records;       /* records not written yet */
+  GSource *state_timer;         /* writes them soon */
+  gint64 interval_real;         /* Unix usec the interval began */
+  gsize state_bytes;            /* the state as last written whole */
+  gsize log_bytes;              /* the log since */
+  guint64 state_gen;            /* the log's generation: the writer's
+                                 * once it runs */
   guint64 state_seq;            /* state writes asked for */
+  guint64 records_seq;          /* the last of them that appends records */
   GPtrArray *saving;            /* PassJob granted, waiting for the state
                                  * write that records the grant */
   GThreadPool *writer;          /* one thread for files: writes land in order */
@@ -139,6 +152,9 @@ typedef struct {
   gint generation;              /* the engine's when the pass started */
   guint seq;
   gboolean skipped;             /* apply stage: nothing tried */
+  gboolean applying;            /* claim_lock: a worker took its apply */
+  gboolean taken_back;          /* claim_lock: the engine ended first and
+                                 * gave its grant back */
   const char *skip_why;         /* why, when skipped */
   guint64 save_seq;             /* the state write its grant waits for */
   gint64 saving_since;          /* main context: monotonic usec it began to
@@ -171,7 +187,10 @@ static gboolean on_pass_stage_done (gpointer data);
 static void
 link_clear (gpointer p)
 {
-  g_main_context_unref (((EngineLink *) p)->context);
+  EngineLink *link = p;
+
+  g_mutex_clear (&link->claim_lock);
+  g_main_context_unref (link->context);
 }
 
 static void
@@ -215,14 +234,27 @@ attach_timeout (TwedEngine *e, guint ms, GSourceFunc func, gpointer data, GDestr
 
 /* Files are written on the writer's thread: a write waits for the disk
  * (fsync), which the main loop, running every connection's keepalive,
- * must not.  The state file is what a restart must not forget (built in
- * the main context, where the budget lives); the textfile, the metrics. */
+ * must not.  The state (twedd-state.h) is what a restart must not
+ * forget: records of what changed, appended (built in the main context,
+ * where the budget lives, and small: what a grant or an apply touched),
+ * and now and then the whole state; the textfile, the metrics. */
+typedef enum {
+  WRITE_TEXTFILE,               /* @data to the file @path */
+  WRITE_RECORDS,                /* @data appended to the log in @path */
+  WRITE_STATE,                  /* @state whole into @path, a new log */
+  WRITE_COMPACT,                /* the log in @path folded into its state */
+} WriteKind;
+
 typedef struct {
+  WriteKind kind;
   char *path;
   GBytes *data;
-  gboolean state;
+  TwedState *state;
+  gint64 min_change;            /* compact: min_change_interval, usec */
+  guint64 *generation;          /* the log's; the writer's once started */
   EngineLink *link;             /* state: told when written, NULL when synchronous */
   guint64 seq;
+  gsize state_bytes;            /* what the state written whole came to */
   gint *pending;                /* atomic: the engine's writes not landed yet */
 } FileWrite;
 
@@ -231,6 +263,7 @@ typedef struct {
   EngineLink *link;
   guint64 seq;
   gboolean ok;
+  gsize state_bytes;            /* the state was written whole: its size */
 } StateSaved;
 
 static gboolean on_state_saved (gpointer data);
@@ -248,32 +281,45 @@ static gboolean
 file_write_now (FileWrite *w)
 {
   g_autoptr(GError) error = NULL;
-  gsize len;
-  const char *text = g_bytes_get_data (w->data, &len);
+  gsize len = 0;
+  const char *text = w->data ? g_bytes_get_data (w->data, &len) : NULL;
+  gboolean ok = FALSE;
 
-  if (!w->state)
+  switch (w->kind)
     {
+    case WRITE_TEXTFILE:
       if (!twed_metrics_write_textfile (w->path, w->data, &error))
         g_warning ("metrics textfile %s: %s", w->path, error->message);
       return TRUE;
+    case WRITE_RECORDS:
+      ok = twedd_state_append (w->path, *w->generation, text, len, &error);
+      break;
+    case WRITE_STATE:
+      w->state->log = *w->generation + 1;
+      ok = twedd_state_write (w->path, w->state, w->generation, &w->state_bytes, &error);
+      break;
+    case WRITE_COMPACT:
+      /* Not a grant's record: what it folds is on disk already, and
+       * stays in the log while the state cannot be written whole. */
+      if (!twedd_state_compact (w->path, g_get_real_time (), w->min_change, w->generation, &w->state_bytes,
+                                &error))
+        g_warning ("state in %s not compacted: %s: its log grows until it can be", w->path, error->message);
+      return TRUE;
+    default:
+      g_assert_not_reached ();
     }
-  /* Atomic and durable (fsync, then rename): a crash leaves the old
-   * file or the new one, never half, and a change made after this
-   * returned is recorded whatever comes next. */
-  if (!g_file_set_contents_full (w->path, text, (gssize) len, G_FILE_SET_CONTENTS_CONSISTENT, 0600, &error))
-    {
-      g_warning ("state file %s: %s: the changes it would grant are not made while it cannot be written",
-                 w->path, error->message);
-      return FALSE;
-    }
-  return TRUE;
+  if (!ok)
+    g_warning ("state in %s: %s: no change is made while the grants cannot be recorded", w->path,
+               error->message);
+  return ok;
 }
 
 static void
 file_write_free (FileWrite *w)
 {
   g_free (w->path);
-  g_bytes_unref (w->data);
+  g_clear_pointer (&w->data, g_bytes_unref);
+  g_clear_pointer (&w->state, twed_state_free);
   if (w->link)
     link_unref (w->link);
   g_free (w);
@@ -294,6 +340,7 @@ file_write (gpointer data, gpointer unused G_GNUC_UNUSED)
       saved->link = g_atomic_rc_box_acquire (w->link);
       saved->seq = w->seq;
       saved->ok = ok;
+      saved->state_bytes = w->state_bytes;
       g_source_set_callback (src, on_state_saved, saved, state_saved_free);
       g_source_attach (src, w->link->context);
       g_source_unref (src);
@@ -305,21 +352,19 @@ file_write (gpointer data, gpointer unused G_GNUC_UNUSED)
 /* Written on the writer's thread, or at once (@now): then whether it
  * was written. */
 static gboolean
-write_file (TwedEngine *e, const char *path, GBytes *data, gboolean state, gboolean now)
+write_file (TwedEngine *e, FileWrite *w, gboolean now)
 {
-  FileWrite *w = g_new0 (FileWrite, 1);
-  gboolean ok = TRUE;
+  gboolean ok;
 
-  w->path = g_strdup (path);
-  w->data = g_bytes_ref (data);
-  w->state = state;
   if (now || !e->writer)
     {
       ok = file_write_now (w);
+      if (w->state_bytes)
+        e->state_bytes = w->state_bytes;
       file_write_free (w);
       return ok;
     }
-  if (state)
+  if (w->kind != WRITE_TEXTFILE)
     {
       w->link = g_atomic_rc_box_acquire (e->link);
       w->seq = ++e->state_seq;
@@ -330,31 +375,121 @@ write_file (TwedEngine *e, const char *path, GBytes *data, gboolean state, gbool
   return TRUE;
 }
 
-/* The state file from what is in force now: at once (@now), then
- * whether it was written; or on the writer's thread, as write
- * e->state_seq. */
+static FileWrite *
+state_write_new (TwedEngine *e, WriteKind kind)
+{
+  FileWrite *w = g_new0 (FileWrite, 1);
+
+  w->kind = kind;
+  w->path = g_strdup (e->config->state_dir);
+  w->generation = &e->state_gen;
+  w->min_change = (gint64) e->config->min_change_interval * G_USEC_PER_SEC;
+  return w;
+}
+
+/* The interval in progress, without counts: the head of every record. */
+static TwedState *
+interval_state (TwedEngine *e)
+{
+  TwedState *s = twed_state_new ();
+
+  s->interval_started = e->interval_real;
+  s->interval = e->config->interval;
+  s->granted = twed_budget_total (e->budget);
+  s->hold = g_strdup (twed_budget_get_hold (e->budget));
+  return s;
+}
+
+/* The state from what is in force now, whole: written at once (@now),
+ * then whether it was; or on the writer's thread, as write
+ * e->state_seq.  What it holds needs no record. */
 static gboolean
 save_state (TwedEngine *e, gboolean now)
 {
-  g_autoptr(TwedState) s = NULL;
-  gint64 real = g_get_real_time (), mono = g_get_monotonic_time ();
-  g_autoptr(GBytes) data = NULL;
-  char *text;
+  FileWrite *w;
 
   g_clear_pointer (&e->state_timer, destroy_source);
-  if (!e->state_path)
+  if (!e->state_log)
     return TRUE;
-  s = twed_state_new ();
-  s->interval_started = real - (mono - e->interval_started);
-  s->interval = e->config->interval;
-  g_hash_table_unref (s->per_policy);
-  g_hash_table_unref (s->per_host);
-  twed_budget_export (e->budget, &s->granted, &s->per_policy, &s->per_host);
-  s->hold = g_strdup (twed_budget_get_hold (e->budget));
-  twed_backend_save_vms (e->backend, s->vms);
-  text = twed_state_to_json (s);
-  data = g_bytes_new_take (text, strlen (text));
-  return write_file (e, e->state_path, data, TRUE, now);
+  g_string_truncate (e->state_records, 0);
+  e->log_bytes = 0;
+  w = state_write_new (e, WRITE_STATE);
+  w->state = interval_state (e);
+  g_hash_table_unref (w->state->per_policy);
+  g_hash_table_unref (w->state->per_host);
+  twed_budget_export (e->budget, &w->state->granted, &w->state->per_policy, &w->state->per_host);
+  twed_backend_save_vms (e->backend, w->state->vms);
+  return write_file (e, w, now);
+}
+
+/* A record of what is now of @entries' VMs (their last change, with
+ * @failures their failures on their hosts) and of the interval's counts
+ * they draw on, for the next write. */
+static void
+state_record (TwedEngine *e, TwedBackend *backend, TwedPlanEntry *const *entries, guint n, gboolean failures)
+{
+  g_autoptr(TwedState) iv = NULL;
+  g_autoptr(GPtrArray) changed = NULL;
+  g_autoptr(GPtrArray) failed = NULL;
+  g_autofree char *line = NULL;
+
+  if (!e->state_log)
+    return;
+  iv = interval_state (e);
+  changed = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  failed = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  for (guint i = 0; i < n; i++)
+    {
+      twed_budget_export_entry (e->budget, entries[i], iv->per_policy, iv->per_host);
+      twed_backend_vm_records (backend, entries[i], changed, failures ? failed : NULL);
+    }
+  line = twed_state_log_record (iv, changed, failed);
+  g_string_append (e->state_records, line);
+}
+
+/* Records taking out of the state the failures the backend no longer
+ * keeps (their VM gone, their host no longer configured): the state is
+ * folded from disk, which would keep them for ever otherwise. */
+static gboolean
+state_record_forgotten (TwedEngine *e)
+{
+  g_autoptr(GPtrArray) failed = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  g_autofree char *line = NULL;
+
+  twed_backend_take_forgotten (e->backend, failed);
+  if (!e->state_log || !failed->len)
+    return FALSE;
+  line = twed_state_log_record (NULL, NULL, failed);
+  g_string_append (e->state_records, line);
+  return TRUE;
+}
+
+/* The records made since the last write: appended at once (@now), then
+ * whether they were; or on the writer's thread, as write e->state_seq.
+ * Once the log outgrows the state, it is folded into it there. */
+static gboolean
+state_flush (TwedEngine *e, gboolean now)
+{
+  FileWrite *w;
+  gboolean ok;
+
+  g_clear_pointer (&e->state_timer, destroy_source);
+  if (!e->state_log || !e->state_records->len)
+    return TRUE;
+  w = state_write_new (e, WRITE_RECORDS);
+  e->log_bytes += e->state_records->len;
+  w->data = g_bytes_new (e->state_records->str, e->state_records->len);
+  g_string_truncate (e->state_records, 0);
+  ok = write_file (e, w, now);
+  e->records_seq = e->state_seq;
+  /* Each fold costs about the state's size, once the log has grown by
+   * as much: a record's share stays small whatever the VMs held. */
+  if (ok && e->log_bytes > MAX (e->state_bytes, STATE_COMPACT_MIN_BYTES))
+    {
+      e->log_bytes = 0;
+      write_file (e, state_write_new (e, WRITE_COMPACT), now);
+    }
+  return ok;
 }
 
 static gboolean
@@ -363,71 +498,117 @@ on_state_due (gpointer data)
   TwedEngine *e = data;
 
   e->state_timer = NULL;
-  save_state (e, FALSE);
+  state_flush (e, FALSE);
   return G_SOURCE_REMOVE;
 }
 
+/* Records are written within STATE_SAVE_DELAY_MS. */
 static void
 state_changed (TwedEngine *e)
 {
-  if (e->state_path && !e->state_timer)
+  if (e->state_log && !e->state_timer)
     e->state_timer = attach_timeout (e, STATE_SAVE_DELAY_MS, on_state_due, e, NULL);
 }
 
+static void
+set_state_dir (TwedEngine *e, const char *dir)
+{
+  g_clear_pointer (&e->state_log, g_free);
+  if (dir)
+    e->state_log = g_build_filename (dir, TWEDD_STATE_LOG, NULL);
+}
+
 /* At start: the interval that was running goes on with what it granted,
- * and the VMs stay held as they were.  A file that cannot be read says
+ * and the VMs stay held as they were.  A state that cannot be read says
  * nothing of what was done: nothing is changed before the next interval,
  * the safe side of every limit. */
 static void
 load_state (TwedEngine *e)
 {
-  g_autofree char *text = NULL;
+  const char *dir = e->config->state_dir;
   g_autoptr(GError) error = NULL;
   g_autoptr(TwedState) s = NULL;
   gint64 real = g_get_real_time ();
   gboolean carried = FALSE;
-  gsize len = 0;
+  TwedStateLoad info;
   guint held;
 
-  if (!e->state_path)
+  if (!e->state_log)
     return;
-  if (g_mkdir_with_parents (e->config->state_dir, 0700) < 0)
-    g_warning ("state directory %s: %s: the rate limits will not survive a restart", e->config->state_dir,
+  if (g_mkdir_with_parents (dir, 0700) < 0)
+    g_warning ("state directory %s: %s: no change is made while the grants cannot be recorded", dir,
                g_strerror (errno));
-  if (g_file_get_contents (e->state_path, &text, &len, &error))
-    s = twed_state_from_json (text, (gssize) len, &error);
-  else if (g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+  s = twedd_state_load (dir, real, (gint64) e->config->min_change_interval * G_USEC_PER_SEC, &info, &error);
+  if (!s && g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
     {
-      g_info ("no state file %s yet", e->state_path);
+      g_info ("no state in %s yet", dir);
       return;
     }
   if (!s)
     {
-      g_autofree char *aside = g_strconcat (e->state_path, ".corrupt", NULL);
+      static const char *const names[] = { TWEDD_STATE_FILE, TWEDD_STATE_LOG };
 
-      g_warning ("state file %s unreadable (%s): kept as %s; what was changed before this start is unknown, "
-                 "so nothing is changed before the next interval", e->state_path, error->message, aside);
-      (void) g_rename (e->state_path, aside);
+      g_warning ("state in %s unreadable (%s): kept as *.corrupt; what was changed before this start is "
+                 "unknown, so nothing is changed before the next interval", dir, error->message);
+      /* Copies: the files stay until the hold below replaces them, so
+       * that a start after a failed hold write holds too. */
+      for (guint i = 0; i < G_N_ELEMENTS (names); i++)
+        {
+          g_autofree char *path = g_build_filename (dir, names[i], NULL);
+          g_autofree char *aside = g_strconcat (path, ".corrupt", NULL);
+
+          if (!g_file_test (path, G_FILE_TEST_EXISTS))
+            continue;
+          (void) g_unlink (aside);
+          if (link (path, aside) < 0)
+            {
+              g_autofree char *text = NULL;
+              gsize len;
+
+              /* A file system without hard links. */
+              if (!g_file_get_contents (path, &text, &len, NULL) ||
+                  !g_file_set_contents_full (aside, text, (gssize) len, G_FILE_SET_CONTENTS_NONE, 0600, NULL))
+                g_warning ("%s not kept as %s", path, aside);
+            }
+        }
       twed_budget_hold (e->budget, "state file unreadable at start: no change before the next interval");
       /* Kept at once: a second restart within the interval must hold
        * too, not find no file and change everything. */
       save_state (e, TRUE);
       return;
     }
+  /* Before any append, and not left to the whole write below: a full
+   * disk refuses that one while a record still fits. */
+  if (!twedd_state_mend_log (dir, &info, &error))
+    {
+      g_warning ("state in %s: %s: no change is made while the grants cannot be recorded", dir,
+                 error->message);
+      g_clear_error (&error);
+    }
+  e->state_gen = s->log;
+  e->state_bytes = info.state_bytes;
+  e->log_bytes = info.log_bytes;
   held = twed_backend_restore_vms (e->backend, s->vms);
+  if (state_record_forgotten (e))
+    state_changed (e);
   if (s->interval_started && s->interval_started <= real &&
       real - s->interval_started < (gint64) e->config->interval * G_USEC_PER_SEC)
     {
       e->interval_started = g_get_monotonic_time () - (real - s->interval_started);
+      e->interval_real = s->interval_started;
       twed_budget_import (e->budget, s->granted, s->per_policy, s->per_host);
       if (s->hold)
         twed_budget_hold (e->budget, s->hold);
       carried = TRUE;
     }
-  g_message ("state from %s: %u VM(s) held; %s", e->state_path, held,
+  g_message ("state from %s: %u VM(s) held; %s", dir, held,
              carried ? "the interval in progress goes on with what it granted" : "a new interval starts");
   if (carried)
     g_message ("interval goes on: %u change(s) already granted", s->granted);
+  /* Then folded, so that the log goes on from a state written whole;
+   * when that fails, records still go to the mended log. */
+  if (info.fresh_log_due)
+    write_file (e, state_write_new (e, WRITE_COMPACT), FALSE);
 }
 
 static void
@@ -442,7 +623,14 @@ render_metrics (TwedEngine *e)
   /* One copy per render, shared by the textfile and every scrape. */
   text = g_bytes_new (e->metrics_text->str, e->metrics_text->len);
   if (e->config->metrics_textfile)
-    write_file (e, e->config->metrics_textfile, text, FALSE, FALSE);
+    {
+      FileWrite *w = g_new0 (FileWrite, 1);
+
+      w->kind = WRITE_TEXTFILE;
+      w->path = g_strdup (e->config->metrics_textfile);
+      w->data = g_bytes_ref (text);
+      write_file (e, w, FALSE);
+    }
   if (e->metrics_server)
     twed_metrics_server_update (e->metrics_server, text);
 }
@@ -730,7 +918,7 @@ after_grant (TwedEngine *e, PassJob *job, gboolean saved, gboolean save_failed)
         {
           /* A restart must find the grant spent before any change is
            * made: the change waits for its record, not the reverse. */
-          job->save_seq = e->state_seq;
+          job->save_seq = e->records_seq;
           job->saving_since = g_get_monotonic_time ();
           g_ptr_array_add (e->saving, job);
         }
@@ -774,22 +962,32 @@ grant_waiting (TwedEngine *e)
       for (guint i = 0; i < jobs->len; i++)
         {
           PassJob *job = g_ptr_array_index (jobs, i);
+          g_autoptr(GPtrArray) granted = g_ptr_array_new ();
 
           for (guint j = 0; !pass_superseded (e, job) && j < job->plan->entries->len; j++)
             {
-              const TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, j);
+              TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, j);
 
-              if (en->action == TWED_ACTION_CHANGE && !twed_backend_grant (job->backend, en))
+              if (en->action != TWED_ACTION_CHANGE)
+                continue;
+              if (!twed_backend_grant (job->backend, en))
                 g_warn_if_reached ();
+              g_ptr_array_add (granted, en);
             }
+          if (granted->len)
+            state_record (e, job->backend, (TwedPlanEntry *const *) granted->pdata, granted->len, FALSE);
         }
-      /* Before anything is applied: a restart must find it spent. */
-      if (e->state_path && e->inline_stages)
-        save_failed = !save_state (e, TRUE);
-      else if (e->state_path)
+      /* Before anything is applied: a restart must find it spent.  A
+       * batch that granted nothing writes nothing. */
+      if (e->state_log && e->state_records->len)
         {
-          save_state (e, FALSE);
-          saved = FALSE;
+          if (e->inline_stages)
+            save_failed = !state_flush (e, TRUE);
+          else
+            {
+              state_flush (e, FALSE);
+              saved = FALSE;
+            }
         }
     }
   for (guint i = 0; i < jobs->len; i++)
@@ -818,6 +1016,8 @@ on_state_saved (gpointer data)
 
   if (!e)
     return G_SOURCE_REMOVE;
+  if (saved->state_bytes)
+    e->state_bytes = saved->state_bytes;
   due = g_ptr_array_new ();
   for (guint i = 0; i < e->saving->len;)
     {
@@ -863,7 +1063,11 @@ on_pass_stage_done (gpointer data)
       return G_SOURCE_REMOVE;
     }
   if (job->stage == PASS_READ)
-    e->reading--;
+    {
+      e->reading--;
+      if (state_record_forgotten (e))
+        state_changed (e);
+    }
   if (job->stage == PASS_READ && job->plan && !pass_superseded (e, job) &&
       !job->dry_run && twed_domain_params_available () &&
       twed_plan_count (job->plan, TWED_ACTION_CHANGE))
@@ -882,21 +1086,32 @@ on_pass_stage_done (gpointer data)
   if (job->stage == PASS_READ && job->plan)
     job->changes = twed_plan_count (job->plan, TWED_ACTION_CHANGE);
   else if (job->stage == PASS_APPLY && job->plan)
-    /* A change that was not made takes nothing from the budget. */
-    for (guint i = 0; i < job->plan->entries->len; i++)
-      {
-        const TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, i);
+    {
+      g_autoptr(GPtrArray) tried = g_ptr_array_new ();
 
-        if (en->result == TWED_RESULT_FAILED || (job->skipped && en->action == TWED_ACTION_CHANGE))
-          {
-            twed_budget_refund (e->budget, en);
-            twed_backend_ungrant (job->backend, en);
-          }
-      }
+      /* A change that was not made takes nothing from the budget. */
+      for (guint i = 0; i < job->plan->entries->len; i++)
+        {
+          TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, i);
+
+          if (en->action != TWED_ACTION_CHANGE)
+            continue;
+          if (en->result == TWED_RESULT_FAILED || job->skipped)
+            {
+              twed_budget_refund (e->budget, en);
+              twed_backend_ungrant (job->backend, en);
+            }
+          g_ptr_array_add (tried, en);
+        }
+      /* When the changes were made, the failures and the refunds. */
+      if (tried->len)
+        {
+          state_record (e, job->backend, (TwedPlanEntry *const *) tried->pdata, tried->len, TRUE);
+          state_changed (e);
+        }
+    }
   if (job->skipped)
     twed_log_host (G_LOG_LEVEL_INFO, job->host, "granted change(s) not applied: %s", job->skip_why);
-  if (job->stage == PASS_APPLY)
-    state_changed (e);
   g_hash_table_remove (e->running, job);
   finish_pass (e, job);
   pass_job_free (job);
@@ -926,7 +1141,25 @@ pass_thread (gpointer data, gpointer user_data G_GNUC_UNUSED)
   PassJob *job = data;
   GSource *src;
 
-  if (g_atomic_int_get (&job->link->gone))
+  if (job->stage == PASS_APPLY)
+    {
+      gboolean back;
+
+      /* Either this worker makes the changes, or the engine's end took
+       * their grant back: never both, never neither. */
+      g_mutex_lock (&job->link->claim_lock);
+      back = job->taken_back;
+      job->applying = !back;
+      g_mutex_unlock (&job->link->claim_lock);
+      if (back)
+        {
+          pass_job_free (job);
+          return;
+        }
+    }
+  /* A claimed apply is made even when the engine ends meanwhile: its
+   * grant was not given back. */
+  else if (g_atomic_int_get (&job->link->gone))
     {
       pass_job_free (job);
       return;
@@ -1024,7 +1257,7 @@ size_pool (TwedEngine *e)
                                                   hung_after / G_USEC_PER_SEC);
 
           job->hung_reported = TRUE;
-          twed_log_host (G_LOG_LEVEL_WARNING, job->host, "%s: writing %s does not return", why, e->state_path);
+          twed_log_host (G_LOG_LEVEL_WARNING, job->host, "%s: writing %s does not return", why, e->state_log);
           twed_plan_store_mark_down (e->plans, job->host, why);
           newly_hung = TRUE;
         }
@@ -1143,13 +1376,16 @@ on_cycle_timer (gpointer data)
   /* A new interval: a new budget, and what was deferred gets its turn. */
   g_clear_pointer (&e->cycle_timer, destroy_source);
   e->interval_started = g_get_monotonic_time ();
+  e->interval_real = g_get_real_time ();
   arm_cycle_timer (e);
   new_budget (e);
   g_info ("interval starts: budget renewed");
   /* Whatever the persistence: without a state file nothing else would
    * ever drop the VMs min_change_interval no longer holds. */
   twed_backend_prune_changes (e->backend);
-  save_state (e, FALSE);
+  /* A restart now finds the new interval, with nothing granted. */
+  state_record (e, e->backend, NULL, 0, FALSE);
+  state_flush (e, FALSE);
   /* The watch is the way policy changes come; should one have been
    * missed (a watch lost with its directory's mount), the interval
    * reads them still. */
@@ -1424,6 +1660,11 @@ on_dir_check (gpointer data)
   TwedEngine *e = data;
   GStatBuf st;
 
+  /* A stat in the main loop: it blocks while the policy directory's file
+   * system does not answer (a hung network mount), and the keepalives
+   * with it.  Policy directories are local (a ConfigMap volume is a
+   * tmpfs, /etc/twed a local disk); one on a network mount would need
+   * this check moved off the main loop. */
   if (g_stat (e->config->policy_dir, &st) != 0)
     {
       e->dir_known = FALSE;
@@ -1479,6 +1720,7 @@ twed_engine_start (TwedEngine *e, GError **error)
   twed_engine_reload_policies (e);
   setup_monitor (e);
   e->interval_started = g_get_monotonic_time ();
+  e->interval_real = g_get_real_time ();
   load_state (e);
   arm_cycle_timer (e);
   e->stuck_timer = attach_timeout (e, STUCK_AFTER_S * 1000 / 3, on_stuck_check, e, NULL);
@@ -1511,26 +1753,28 @@ twed_engine_reload_config (TwedEngine *e, TwedConfig *config)
   {
     TwedBackendOptions bo;
     guint old_interval = e->config->interval, old_cap = e->config->max_changes;
+    g_autofree char *old_state_dir = g_strdup (e->config->state_dir);
 
     twed_config_free (e->config);
     e->config = config;
     e->dry_run = e->dry_run_option || config->dry_run;
     set_configured (e);
     supersede (e);
-    /* A new state directory is written from now on (nothing is read
-     * from it: this process's own state is the newer). */
-    g_clear_pointer (&e->state_path, g_free);
-    if (config->state_dir)
+    /* A new state directory is written from now on, whole (nothing is
+     * read from it: this process's own state is the newer). */
+    if (g_strcmp0 (config->state_dir, old_state_dir) != 0)
       {
-        if (g_mkdir_with_parents (config->state_dir, 0700) < 0)
+        set_state_dir (e, config->state_dir);
+        if (config->state_dir && g_mkdir_with_parents (config->state_dir, 0700) < 0)
           g_warning ("state directory %s: %s", config->state_dir, g_strerror (errno));
-        e->state_path = g_build_filename (config->state_dir, STATE_FILE, NULL);
+        save_state (e, FALSE);
       }
-    state_changed (e);
     /* Unchanged hosts keep their connections, cached definitions and
      * the history of their VMs; options apply at their next use. */
     backend_options (config, &bo);
     twed_backend_reconfigure (e->backend, config->hosts, &bo);
+    if (state_record_forgotten (e))
+      state_changed (e);
     forget_removed_hosts (e);
     setup_monitor (e);
     /* The interval and its budget go on: a reload is no new interval,
@@ -1558,6 +1802,7 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->link = g_atomic_rc_box_new0 (EngineLink);
   e->link->engine = e;
   e->link->context = g_main_context_ref (e->context);
+  g_mutex_init (&e->link->claim_lock);
   e->running = g_hash_table_new (NULL, NULL);
   e->busy = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   e->wanted = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
@@ -1578,11 +1823,32 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
    * instead, once the engine is gone. */
   e->pool = g_thread_pool_new (pass_thread, NULL, (int) MAX (config->threads, 1u), FALSE, NULL);
   g_thread_pool_set_sort_function (e->pool, pass_order, NULL);
-  if (config->state_dir)
-    e->state_path = g_build_filename (config->state_dir, STATE_FILE, NULL);
+  set_state_dir (e, config->state_dir);
+  e->state_records = g_string_new (NULL);
   e->writer = g_thread_pool_new (file_write, NULL, 1, FALSE, NULL);
   setup_backend (e);
   return e;
+}
+
+/* The grants of @job's changes, which will not be made, go back. */
+static void
+give_back (TwedEngine *e, PassJob *job)
+{
+  g_autoptr(GPtrArray) back = g_ptr_array_new ();
+
+  for (guint j = 0; j < job->plan->entries->len; j++)
+    {
+      TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, j);
+
+      if (en->action == TWED_ACTION_CHANGE)
+        {
+          twed_budget_refund (e->budget, en);
+          twed_backend_ungrant (job->backend, en);
+          g_ptr_array_add (back, en);
+        }
+    }
+  if (back->len)
+    state_record (e, job->backend, (TwedPlanEntry *const *) back->pdata, back->len, FALSE);
 }
 
 void
@@ -1593,6 +1859,27 @@ twed_engine_free (TwedEngine *e)
   /* Passes still running end on their own and find no engine: their
    * results are dropped, their references released. */
   e->link->engine = NULL;
+  /* Granted changes no worker has taken will not be made now: their
+   * grants go back.  Before the passes are told the engine is gone:
+   * until then no worker frees a pass, so every one in running is
+   * there to look at. */
+  g_mutex_lock (&e->link->claim_lock);
+  {
+    GHashTableIter it;
+    gpointer key;
+
+    g_hash_table_iter_init (&it, e->running);
+    while (g_hash_table_iter_next (&it, &key, NULL))
+      {
+        PassJob *job = key;
+
+        if (job->stage != PASS_APPLY || job->applying || g_ptr_array_find (e->saving, job, NULL))
+          continue;
+        job->taken_back = TRUE;
+        give_back (e, job);
+      }
+  }
+  g_mutex_unlock (&e->link->claim_lock);
   g_atomic_int_set (&e->link->gone, TRUE);
   g_thread_pool_free (e->pool, FALSE, FALSE);
   /* Pending writes land, then the last word, without the grants of
@@ -1603,21 +1890,12 @@ twed_engine_free (TwedEngine *e)
     {
       PassJob *job = g_ptr_array_index (e->saving, i);
 
-      for (guint j = 0; j < job->plan->entries->len; j++)
-        {
-          const TwedPlanEntry *en = g_ptr_array_index (job->plan->entries, j);
-
-          if (en->action == TWED_ACTION_CHANGE)
-            {
-              twed_budget_refund (e->budget, en);
-              twed_backend_ungrant (job->backend, en);
-            }
-        }
+      give_back (e, job);
       pass_job_free (job);
     }
   g_ptr_array_unref (e->saving);
   if (e->started_ok)
-    save_state (e, TRUE);
+    state_flush (e, TRUE);
   /* Passes waiting for their grant are the engine's to free. */
   g_clear_pointer (&e->grant_timer, destroy_source);
   for (guint i = 0; i < e->waiting->len; i++)
@@ -1636,7 +1914,8 @@ twed_engine_free (TwedEngine *e)
   g_clear_pointer (&e->stuck_timer, destroy_source);
   g_clear_pointer (&e->dir_check, destroy_source);
   g_clear_pointer (&e->state_timer, destroy_source);
-  g_free (e->state_path);
+  g_free (e->state_log);
+  g_string_free (e->state_records, TRUE);
   g_clear_object (&e->monitor);
   twed_backend_unref_elsewhere (e->backend);
   g_clear_pointer (&e->policies, twed_policy_set_unref);
@@ -1696,7 +1975,7 @@ twed_engine_healthy (TwedEngine *e, char **text)
     {
       if (text)
         *text = g_strdup_printf ("unhealthy: %u pass(es) wait for a state write to %s that does not return; "
-                                 "no change is made\n", e->saves_hung, e->state_path);
+                                 "no change is made\n", e->saves_hung, e->state_log);
       return FALSE;
     }
   if (text && all_hung)

@@ -464,6 +464,16 @@ budget_host_key (const TwedPlanEntry *e)
 }
 
 void
+twed_budget_export_entry (const TwedBudget *b, const TwedPlanEntry *e, GHashTable *per_policy,
+                          GHashTable *per_host)
+{
+  char *key = budget_host_key (e);
+
+  g_hash_table_insert (per_host, key, g_hash_table_lookup (b->per_host, key));
+  g_hash_table_insert (per_policy, g_strdup (e->policy), g_hash_table_lookup (b->per_policy, e->policy));
+}
+
+void
 twed_budget_refund (TwedBudget *b, const TwedPlanEntry *e)
 {
   g_autofree char *key = budget_host_key (e);

@@ -108,6 +108,11 @@ void        twed_budget_export (const TwedBudget *budget, guint *total, GHashTab
                                 GHashTable **per_host);
 void        twed_budget_import (TwedBudget *budget, guint total, GHashTable *per_policy,
                                 GHashTable *per_host);
+/* The counts the change @entry draws on (its policy's, its policy's on
+ * its host), as they are now, into tables keyed as twed_budget_export's
+ * (keys are copied). */
+void        twed_budget_export_entry (const TwedBudget *budget, const TwedPlanEntry *entry,
+                                      GHashTable *per_policy, GHashTable *per_host);
 /* Gives back what a granted change @entry took (it was not made). */
 void        twed_budget_refund (TwedBudget *budget, const TwedPlanEntry *entry);
 /* Turns the changes of @plan that exceed @budget into deferrals (most

@@ -87,16 +87,10 @@ add_counts (JsonBuilder *b, const char *member, GHashTable *counts)
   json_builder_end_object (b);
 }
 
-char *
-twed_state_to_json (const TwedState *s)
+/* The interval's members: the snapshot's whole, a record's part. */
+static void
+add_interval (JsonBuilder *b, const TwedState *s)
 {
-  g_autoptr(JsonBuilder) b = json_builder_new ();
-  g_autoptr(JsonGenerator) gen = json_generator_new ();
-  g_autoptr(JsonNode) root = NULL;
-
-  json_builder_begin_object (b);
-  json_builder_set_member_name (b, "version");
-  json_builder_add_int_value (b, STATE_VERSION);
   json_builder_set_member_name (b, "interval");
   json_builder_begin_object (b);
   json_builder_set_member_name (b, "started");
@@ -113,6 +107,61 @@ twed_state_to_json (const TwedState *s)
   add_counts (b, "per_policy", s->per_policy);
   add_counts (b, "per_host", s->per_host);
   json_builder_end_object (b);
+}
+
+static void
+add_vm_key (JsonBuilder *b, const TwedVmRecord *r)
+{
+  json_builder_set_member_name (b, "host");
+  json_builder_add_string_value (b, r->host);
+  json_builder_set_member_name (b, "vm");
+  json_builder_add_string_value (b, r->vm);
+}
+
+static void
+add_changed (JsonBuilder *b, const TwedVmRecord *r)
+{
+  json_builder_set_member_name (b, "changed");
+  json_builder_add_int_value (b, r->changed_at / 1000);
+}
+
+static void
+add_failures (JsonBuilder *b, const TwedVmRecord *r)
+{
+  json_builder_set_member_name (b, "failures");
+  json_builder_add_int_value (b, r->failures);
+  json_builder_set_member_name (b, "backoff");
+  json_builder_add_int_value (b, r->backoff);
+  json_builder_set_member_name (b, "retry");
+  json_builder_add_int_value (b, r->retry_at / 1000);
+  if (r->error)
+    {
+      json_builder_set_member_name (b, "error");
+      json_builder_add_string_value (b, r->error);
+    }
+}
+
+static char *
+generate (JsonBuilder *b)
+{
+  g_autoptr(JsonGenerator) gen = json_generator_new ();
+  g_autoptr(JsonNode) root = json_builder_get_root (b);
+
+  json_generator_set_root (gen, root);
+  return json_generator_to_data (gen, NULL);
+}
+
+char *
+twed_state_to_json (const TwedState *s)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "version");
+  json_builder_add_int_value (b, STATE_VERSION);
+  json_builder_set_member_name (b, "log");
+  json_builder_add_int_value (b, (gint64) s->log);
+  add_interval (b, s);
   json_builder_set_member_name (b, "vms");
   json_builder_begin_array (b);
   for (guint i = 0; i < s->vms->len; i++)
@@ -120,30 +169,62 @@ twed_state_to_json (const TwedState *s)
       const TwedVmRecord *r = g_ptr_array_index (s->vms, i);
 
       json_builder_begin_object (b);
-      json_builder_set_member_name (b, "host");
-      json_builder_add_string_value (b, r->host);
-      json_builder_set_member_name (b, "vm");
-      json_builder_add_string_value (b, r->vm);
-      json_builder_set_member_name (b, "changed");
-      json_builder_add_int_value (b, r->changed_at / 1000);
-      json_builder_set_member_name (b, "failures");
-      json_builder_add_int_value (b, r->failures);
-      json_builder_set_member_name (b, "backoff");
-      json_builder_add_int_value (b, r->backoff);
-      json_builder_set_member_name (b, "retry");
-      json_builder_add_int_value (b, r->retry_at / 1000);
-      if (r->error)
-        {
-          json_builder_set_member_name (b, "error");
-          json_builder_add_string_value (b, r->error);
-        }
+      add_vm_key (b, r);
+      add_changed (b, r);
+      add_failures (b, r);
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
   json_builder_end_object (b);
-  root = json_builder_get_root (b);
-  json_generator_set_root (gen, root);
-  return json_generator_to_data (gen, NULL);
+  return generate (b);
+}
+
+char *
+twed_state_log_header (guint64 generation)
+{
+  return g_strdup_printf ("{\"log\":%" G_GUINT64_FORMAT "}\n", generation);
+}
+
+char *
+twed_state_log_record (const TwedState *interval, const GPtrArray *changed, const GPtrArray *failed)
+{
+  g_autoptr(JsonBuilder) b = json_builder_new ();
+  g_autofree char *text = NULL;
+
+  json_builder_begin_object (b);
+  if (interval)
+    add_interval (b, interval);
+  if (changed && changed->len)
+    {
+      json_builder_set_member_name (b, "changed");
+      json_builder_begin_array (b);
+      for (guint i = 0; i < changed->len; i++)
+        {
+          json_builder_begin_object (b);
+          add_vm_key (b, g_ptr_array_index (changed, i));
+          add_changed (b, g_ptr_array_index (changed, i));
+          json_builder_end_object (b);
+        }
+      json_builder_end_array (b);
+    }
+  if (failed && failed->len)
+    {
+      json_builder_set_member_name (b, "failed");
+      json_builder_begin_array (b);
+      for (guint i = 0; i < failed->len; i++)
+        {
+          json_builder_begin_object (b);
+          add_vm_key (b, g_ptr_array_index (failed, i));
+          add_failures (b, g_ptr_array_index (failed, i));
+          json_builder_end_object (b);
+        }
+      json_builder_end_array (b);
+    }
+  json_builder_end_object (b);
+  text = generate (b);
+  /* One line: the generator writes none inside (no pretty printing). */
+  g_assert (!strchr (text, '\n'));
+  return g_strconcat (text, "\n", NULL);
 }
 
 static gboolean
@@ -216,42 +297,72 @@ get_counts (JsonObject *o, const char *name, GHashTable *out, GError **error)
   return TRUE;
 }
 
-static gboolean
-parse_vm (JsonNode *n, TwedState *s, GError **error)
+/* A VM's record: its key, and when it was changed (@changed) and its
+ * failures (@failures), each required when asked for. */
+static TwedVmRecord *
+parse_vm (JsonNode *n, gboolean changed, gboolean failures, GError **error)
 {
   JsonObject *o;
-  const char *host, *vm, *err;
-  gint64 changed, failures, backoff, retry;
+  const char *host, *vm, *err = "";
+  gint64 at = 0, count = 0, backoff = 0, retry = 0;
   TwedVmRecord *r;
 
   if (!JSON_NODE_HOLDS_OBJECT (n))
-    return bad (error, "want an object");
+    {
+      bad (error, "want an object");
+      return NULL;
+    }
   o = json_node_get_object (n);
   if (!(host = get_string (o, "host", FALSE, error)) || !(vm = get_string (o, "vm", FALSE, error)) ||
-      !(err = get_string (o, "error", TRUE, error)) ||
-      !get_int (o, "changed", MAX_MS, &changed, error) || !get_int (o, "failures", MAX_COUNT, &failures, error) ||
-      !get_int (o, "backoff", MAX_COUNT, &backoff, error) || !get_int (o, "retry", MAX_MS, &retry, error))
-    return FALSE;
+      (changed && !get_int (o, "changed", MAX_MS, &at, error)) ||
+      (failures && (!(err = get_string (o, "error", TRUE, error)) ||
+                    !get_int (o, "failures", MAX_COUNT, &count, error) ||
+                    !get_int (o, "backoff", MAX_COUNT, &backoff, error) ||
+                    !get_int (o, "retry", MAX_MS, &retry, error))))
+    return NULL;
   r = twed_vm_record_new (host, vm);
-  r->changed_at = changed * 1000;
-  r->failures = (guint) failures;
+  r->changed_at = at * 1000;
+  r->failures = (guint) count;
   r->backoff = (guint) backoff;
   r->retry_at = retry * 1000;
   r->error = *err ? g_strdup (err) : NULL;
-  g_ptr_array_add (s->vms, r);
+  return r;
+}
+
+/* The interval's members into @s. */
+static gboolean
+parse_interval (JsonObject *o, TwedState *s, GError **error)
+{
+  JsonNode *iv = json_object_get_member (o, "interval");
+  JsonObject *io;
+  const char *hold;
+  gint64 started, seconds, granted;
+
+  if (!iv || !JSON_NODE_HOLDS_OBJECT (iv))
+    return bad (error, "\"interval\": want an object");
+  io = json_node_get_object (iv);
+  if (!get_int (io, "started", MAX_MS, &started, error) || !get_int (io, "seconds", 86400, &seconds, error) ||
+      !get_int (io, "granted", MAX_COUNT, &granted, error) ||
+      !get_counts (io, "per_policy", s->per_policy, error) || !get_counts (io, "per_host", s->per_host, error) ||
+      !(hold = get_string (io, "hold", TRUE, error)))
+    {
+      g_prefix_error (error, "\"interval\": ");
+      return FALSE;
+    }
+  s->interval_started = started * 1000;
+  s->interval = (guint) seconds;
+  s->granted = (guint) granted;
+  g_free (s->hold);
+  s->hold = *hold ? g_strdup (hold) : NULL;
   return TRUE;
 }
 
-TwedState *
-twed_state_from_json (const char *data, gssize len, GError **error)
+/* A complete, strict JSON object. */
+static JsonParser *
+parse_object (const char *data, gsize n, JsonObject **o, GError **error)
 {
   g_autoptr(JsonParser) parser = json_parser_new ();
-  g_autoptr(TwedState) s = twed_state_new ();
-  gsize n = len < 0 ? strlen (data) : (gsize) len;
-  JsonNode *root, *iv, *vms;
-  JsonObject *o, *io;
-  const char *hold;
-  gint64 version, started, seconds, granted;
+  JsonNode *root;
 
   /* The same strictness as policies: duplicate members, trailing
    * garbage or deep nesting mean the file is not what was written. */
@@ -263,8 +374,21 @@ twed_state_from_json (const char *data, gssize len, GError **error)
       bad (error, "want a JSON object");
       return NULL;
     }
-  o = json_node_get_object (root);
-  if (!get_int (o, "version", G_MAXINT, &version, error))
+  *o = json_node_get_object (root);
+  return g_steal_pointer (&parser);
+}
+
+TwedState *
+twed_state_from_json (const char *data, gssize len, GError **error)
+{
+  g_autoptr(TwedState) s = twed_state_new ();
+  gsize n = len < 0 ? strlen (data) : (gsize) len;
+  g_autoptr(JsonParser) parser = NULL;
+  JsonNode *vms;
+  JsonObject *o;
+  gint64 version, log = 0;
+
+  if (!(parser = parse_object (data, n, &o, error)) || !get_int (o, "version", G_MAXINT, &version, error))
     return NULL;
   if (version != STATE_VERSION)
     {
@@ -272,25 +396,12 @@ twed_state_from_json (const char *data, gssize len, GError **error)
                    STATE_VERSION);
       return NULL;
     }
-  iv = json_object_get_member (o, "interval");
-  if (!iv || !JSON_NODE_HOLDS_OBJECT (iv))
-    {
-      bad (error, "\"interval\": want an object");
-      return NULL;
-    }
-  io = json_node_get_object (iv);
-  if (!get_int (io, "started", MAX_MS, &started, error) || !get_int (io, "seconds", 86400, &seconds, error) ||
-      !get_int (io, "granted", MAX_COUNT, &granted, error) ||
-      !get_counts (io, "per_policy", s->per_policy, error) || !get_counts (io, "per_host", s->per_host, error) ||
-      !(hold = get_string (io, "hold", TRUE, error)))
-    {
-      g_prefix_error (error, "\"interval\": ");
-      return NULL;
-    }
-  s->interval_started = started * 1000;
-  s->interval = (guint) seconds;
-  s->granted = (guint) granted;
-  s->hold = *hold ? g_strdup (hold) : NULL;
+  /* Written by every daemon with a record log; 0 before. */
+  if (json_object_has_member (o, "log") && !get_int (o, "log", MAX_MS, &log, error))
+    return NULL;
+  s->log = (guint64) log;
+  if (!parse_interval (o, s, error))
+    return NULL;
   vms = json_object_get_member (o, "vms");
   if (!vms || !JSON_NODE_HOLDS_ARRAY (vms))
     {
@@ -298,10 +409,309 @@ twed_state_from_json (const char *data, gssize len, GError **error)
       return NULL;
     }
   for (guint i = 0; i < json_array_get_length (json_node_get_array (vms)); i++)
-    if (!parse_vm (json_array_get_element (json_node_get_array (vms), i), s, error))
-      {
-        g_prefix_error (error, "\"vms\"[%u]: ", i);
-        return NULL;
-      }
+    {
+      TwedVmRecord *r = parse_vm (json_array_get_element (json_node_get_array (vms), i), TRUE, TRUE, error);
+
+      if (!r)
+        {
+          g_prefix_error (error, "\"vms\"[%u]: ", i);
+          return NULL;
+        }
+      g_ptr_array_add (s->vms, r);
+    }
   return g_steal_pointer (&s);
+}
+
+/* Replaying: the state's records by what a log record names them by.
+ * A VM's last change is kept by VM (fleet-wide), its failures by host
+ * and VM; a state record that has both is split in two. */
+typedef struct {
+  TwedState *s;
+  GHashTable *changed;          /* vm (the record's) -> TwedVmRecord in s->vms */
+  GHashTable *failed;           /* "host\nvm" -> TwedVmRecord in s->vms */
+} Replay;
+
+static gboolean
+record_failed (const TwedVmRecord *r)
+{
+  return r->failures || r->retry_at;
+}
+
+static char *
+failed_key (const TwedVmRecord *r)
+{
+  return g_strdup_printf ("%s\n%s", r->host, r->vm);
+}
+
+static void
+replay_init (Replay *rp, TwedState *s)
+{
+  guint n = s->vms->len;
+
+  rp->s = s;
+  rp->changed = g_hash_table_new (g_str_hash, g_str_equal);
+  rp->failed = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  for (guint i = 0; i < n; i++)
+    {
+      TwedVmRecord *r = g_ptr_array_index (s->vms, i);
+
+      if (record_failed (r) && r->changed_at)
+        {
+          TwedVmRecord *c = twed_vm_record_new (r->host, r->vm);
+
+          c->changed_at = r->changed_at;
+          r->changed_at = 0;
+          g_ptr_array_add (s->vms, c);
+        }
+    }
+  for (guint i = 0; i < s->vms->len; i++)
+    {
+      TwedVmRecord *r = g_ptr_array_index (s->vms, i);
+      TwedVmRecord *had;
+
+      if (record_failed (r))
+        g_hash_table_insert (rp->failed, failed_key (r), r);
+      else if (r->changed_at)
+        {
+          /* Two of one VM (states written before records were kept by
+           * VM): the later change holds. */
+          had = g_hash_table_lookup (rp->changed, r->vm);
+          if (!had || had->changed_at < r->changed_at)
+            g_hash_table_replace (rp->changed, r->vm, r);
+        }
+    }
+}
+
+/* Ends a replay: the records still indexed, in their order. */
+static void
+replay_finish (Replay *rp)
+{
+  GPtrArray *vms = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+
+  for (guint i = 0; i < rp->s->vms->len; i++)
+    {
+      TwedVmRecord *r = g_ptr_array_index (rp->s->vms, i);
+      g_autofree char *key = record_failed (r) ? failed_key (r) : NULL;
+      gboolean live = key ? g_hash_table_lookup (rp->failed, key) == r
+                          : g_hash_table_lookup (rp->changed, r->vm) == r;
+
+      if (live)
+        {
+          g_ptr_array_add (vms, r);
+          rp->s->vms->pdata[i] = NULL;
+        }
+    }
+  g_hash_table_unref (rp->changed);
+  g_hash_table_unref (rp->failed);
+  g_ptr_array_unref (rp->s->vms);
+  rp->s->vms = vms;
+}
+
+static void
+replay_changed (Replay *rp, TwedVmRecord *in)
+{
+  TwedVmRecord *r = g_hash_table_lookup (rp->changed, in->vm);
+
+  if (!in->changed_at)
+    {
+      g_hash_table_remove (rp->changed, in->vm);
+      twed_vm_record_free (in);
+      return;
+    }
+  if (r)
+    {
+      r->changed_at = in->changed_at;
+      g_free (r->host);
+      r->host = g_strdup (in->host);
+      twed_vm_record_free (in);
+      return;
+    }
+  g_ptr_array_add (rp->s->vms, in);
+  g_hash_table_insert (rp->changed, in->vm, in);
+}
+
+static void
+replay_failed (Replay *rp, TwedVmRecord *in)
+{
+  char *key = failed_key (in);
+  TwedVmRecord *r = g_hash_table_lookup (rp->failed, key);
+
+  if (!record_failed (in))
+    {
+      g_hash_table_remove (rp->failed, key);
+      g_free (key);
+      twed_vm_record_free (in);
+      return;
+    }
+  if (r)
+    {
+      r->failures = in->failures;
+      r->backoff = in->backoff;
+      r->retry_at = in->retry_at;
+      g_free (r->error);
+      r->error = g_steal_pointer (&in->error);
+      g_free (key);
+      twed_vm_record_free (in);
+      return;
+    }
+  g_ptr_array_add (rp->s->vms, in);
+  g_hash_table_insert (rp->failed, key, in);
+}
+
+static void
+counts_set (GHashTable *to, GHashTable *from)
+{
+  GHashTableIter it;
+  gpointer k, v;
+
+  g_hash_table_iter_init (&it, from);
+  while (g_hash_table_iter_next (&it, &k, &v))
+    g_hash_table_insert (to, g_strdup (k), v);
+}
+
+/* A record's list @name (absent: empty) into @out. */
+static gboolean
+parse_list (JsonObject *o, const char *name, gboolean failures, GPtrArray *out, GError **error)
+{
+  JsonNode *a = json_object_get_member (o, name);
+
+  if (!a)
+    return TRUE;
+  if (!JSON_NODE_HOLDS_ARRAY (a))
+    {
+      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "\"%s\": want an array", name);
+      return FALSE;
+    }
+  for (guint i = 0; i < json_array_get_length (json_node_get_array (a)); i++)
+    {
+      TwedVmRecord *r = parse_vm (json_array_get_element (json_node_get_array (a), i), !failures, failures, error);
+
+      if (!r)
+        {
+          g_prefix_error (error, "\"%s\"[%u]: ", name, i);
+          return FALSE;
+        }
+      g_ptr_array_add (out, r);
+    }
+  return TRUE;
+}
+
+/* One record (a line without its newline) onto the state: all of it,
+ * or, when it is damaged, none. */
+static gboolean
+replay_record (Replay *rp, const char *line, gsize n, GError **error)
+{
+  g_autoptr(JsonParser) parser = NULL;
+  g_autoptr(GPtrArray) changed = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  g_autoptr(GPtrArray) failed = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  g_autoptr(TwedState) iv = NULL;
+  TwedState *s = rp->s;
+  JsonObject *o;
+
+  if (!(parser = parse_object (line, n, &o, error)))
+    return FALSE;
+  if (json_object_has_member (o, "interval"))
+    {
+      iv = twed_state_new ();
+      if (!parse_interval (o, iv, error))
+        return FALSE;
+    }
+  if (!parse_list (o, "changed", FALSE, changed, error) || !parse_list (o, "failed", TRUE, failed, error))
+    return FALSE;
+  if (iv)
+    {
+      if (iv->interval_started != s->interval_started)
+        {
+          g_hash_table_remove_all (s->per_policy);
+          g_hash_table_remove_all (s->per_host);
+          g_clear_pointer (&s->hold, g_free);
+          s->interval_started = iv->interval_started;
+        }
+      s->interval = iv->interval;
+      s->granted = iv->granted;
+      if (iv->hold)
+        {
+          g_free (s->hold);
+          s->hold = g_steal_pointer (&iv->hold);
+        }
+      counts_set (s->per_policy, iv->per_policy);
+      counts_set (s->per_host, iv->per_host);
+    }
+  for (guint i = 0; i < changed->len; i++)
+    replay_changed (rp, g_steal_pointer (&changed->pdata[i]));
+  for (guint i = 0; i < failed->len; i++)
+    replay_failed (rp, g_steal_pointer (&failed->pdata[i]));
+  return TRUE;
+}
+
+gboolean
+twed_state_replay (TwedState *s, const char *data, gsize len, gboolean *stale, gssize *torn, GError **error)
+{
+  const char *nl = memchr (data, '\n', len);
+  g_autoptr(JsonParser) parser = NULL;
+  Replay rp;
+  gsize at;
+  gint64 gen;
+  JsonObject *o;
+
+  *stale = FALSE;
+  *torn = -1;
+  /* Not even a whole header: the log's creation was cut short. */
+  if (!nl)
+    {
+      *torn = 0;
+      return TRUE;
+    }
+  if (!(parser = parse_object (data, (gsize) (nl - data), &o, error)) || !get_int (o, "log", MAX_MS, &gen, error))
+    {
+      g_prefix_error (error, "header: ");
+      return FALSE;
+    }
+  if ((guint64) gen != s->log)
+    {
+      *stale = TRUE;
+      return TRUE;
+    }
+  replay_init (&rp, s);
+  for (at = (gsize) (nl - data) + 1; at < len; at = (gsize) (nl - data) + 1)
+    {
+      g_autoptr(GError) local = NULL;
+
+      nl = memchr (data + at, '\n', len - at);
+      if (!nl)
+        {
+          *torn = (gssize) at;
+          break;
+        }
+      if (!replay_record (&rp, data + at, (gsize) (nl - data) - at, &local))
+        {
+          /* The last record, whole as far as the newline but not as a
+           * record: what a crash leaves of a write (zeros, a part). */
+          if ((gsize) (nl - data) + 1 == len)
+            {
+              *torn = (gssize) at;
+              break;
+            }
+          replay_finish (&rp);
+          g_propagate_prefixed_error (error, g_steal_pointer (&local), "record at offset %" G_GSIZE_FORMAT ": ", at);
+          return FALSE;
+        }
+    }
+  replay_finish (&rp);
+  return TRUE;
+}
+
+void
+twed_state_prune (TwedState *s, gint64 now, gint64 min_change)
+{
+  for (guint i = 0; i < s->vms->len;)
+    {
+      const TwedVmRecord *r = g_ptr_array_index (s->vms, i);
+      gboolean holds = record_failed (r) ? r->failures || r->retry_at > now : r->changed_at + min_change > now;
+
+      if (holds)
+        i++;
+      else
+        g_ptr_array_remove_index (s->vms, i);
+    }
 }

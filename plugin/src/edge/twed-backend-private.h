@@ -32,6 +32,7 @@ typedef struct {
   gint64 at;                /* monotonic usec of the last change, or of
                              * the grant of one not tried yet */
   gint64 before;            /* while granted: at before the grant */
+  char *before_host;        /* while granted: host before the grant */
   gboolean granted;         /* a grant not yet made or refunded */
   char *host;               /* where it was changed (or granted) */
 } ChangeStamp;
@@ -116,6 +117,9 @@ struct _TwedBackend {
   BackendNotifier *notifier;
   GMutex changes_lock;
   GHashTable *changes;    /* under changes_lock: VM key -> ChangeStamp */
+  GMutex forgotten_lock;
+  GPtrArray *forgotten;   /* under forgotten_lock: TwedVmRecord, failures
+                           * no longer kept, until taken */
   guint64 reads;          /* atomic (__atomic builtins): counters never wrap */
   guint64 writes;
 };

@@ -104,6 +104,7 @@ change_stamp_free (gpointer p)
   ChangeStamp *c = p;
 
   g_free (c->host);
+  g_free (c->before_host);
   g_free (c);
 }
 
@@ -130,6 +131,7 @@ change_stamp_set (TwedBackend *b, const char *key, const char *host, gint64 at)
   c = change_stamp_locked (b, key);
   c->at = at;
   c->granted = FALSE;
+  g_clear_pointer (&c->before_host, g_free);
   g_free (c->host);
   c->host = g_strdup (host);
   g_mutex_unlock (&b->changes_lock);
@@ -182,9 +184,10 @@ twed_backend_grant (TwedBackend *b, const TwedPlanEntry *en)
   if ((ok = !c->granted))
     {
       c->before = c->at;
+      g_free (c->before_host);
+      c->before_host = g_steal_pointer (&c->host);
       c->granted = TRUE;
       c->at = g_get_monotonic_time ();
-      g_free (c->host);
       c->host = g_strdup (en->host);
     }
   g_mutex_unlock (&b->changes_lock);
@@ -260,6 +263,8 @@ twed_backend_ungrant (TwedBackend *b, const TwedPlanEntry *en)
     {
       c->granted = FALSE;
       c->at = c->before;
+      g_free (c->host);
+      c->host = g_steal_pointer (&c->before_host);
       if (!c->at)
         g_hash_table_remove (b->changes, entry_key (en));
     }
@@ -939,12 +944,38 @@ definition_stale (BackendHost *h, virDomainStatsRecordPtr r, const CachedDomain 
                                 c->read_at, g_get_monotonic_time (), BACKEND_OPT (h->backend, definition_max_age));
 }
 
+/* @records (TwedVmRecord, taken): failures no longer kept, for
+ * twed_backend_take_forgotten. */
+static void
+backend_add_forgotten (TwedBackend *b, GPtrArray *records)
+{
+  gsize n = 0;
+  g_autofree gpointer *taken = g_ptr_array_steal (records, &n);
+
+  if (!n)
+    return;
+  g_mutex_lock (&b->forgotten_lock);
+  for (gsize i = 0; i < n; i++)
+    g_ptr_array_add (b->forgotten, taken[i]);
+  g_mutex_unlock (&b->forgotten_lock);
+}
+
+/* With h->vm_lock held: a record of no failure of @key on @h into
+ * @forgotten when a state file may hold one. */
+static void
+vm_forgotten_locked (BackendHost *h, const char *key, const VmState *st, GPtrArray *forgotten)
+{
+  if (st->failures)
+    g_ptr_array_add (forgotten, twed_vm_record_new (h->name, key));
+}
+
 /* The failures of VMs no longer on the host go once their backoff is
  * over: a VM that migrates away and back within it is still held.  (When
  * VMs were last changed is kept fleet-wide, in the backend.) */
 static void
 backend_vms_prune (BackendHost *h, GHashTable *listed)
 {
+  g_autoptr(GPtrArray) forgotten = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
   gint64 now = g_get_monotonic_time ();
   GHashTableIter it;
   gpointer key, value;
@@ -956,9 +987,13 @@ backend_vms_prune (BackendHost *h, GHashTable *listed)
       VmState *st = value;
 
       if (!g_hash_table_contains (listed, key) && st->retry_at <= now)
-        g_hash_table_iter_remove (&it);
+        {
+          vm_forgotten_locked (h, key, st, forgotten);
+          g_hash_table_iter_remove (&it);
+        }
     }
   g_mutex_unlock (&h->vm_lock);
+  backend_add_forgotten (h->backend, forgotten);
 }
 
 static gboolean
@@ -1309,6 +1344,8 @@ twed_backend_new (GPtrArray *specs, const TwedBackendOptions *opts)
   g_mutex_init (&b->table_lock);
   g_mutex_init (&b->changes_lock);
   b->changes = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, change_stamp_free);
+  g_mutex_init (&b->forgotten_lock);
+  b->forgotten = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
   b->table = host_table_new ();
   for (guint i = 0; i < specs->len; i++)
     host_table_add (b->table, host_new (b, g_ptr_array_index (specs, i)));
@@ -1346,6 +1383,8 @@ twed_backend_unref (TwedBackend *b)
   g_mutex_clear (&b->table_lock);
   g_hash_table_unref (b->changes);
   g_mutex_clear (&b->changes_lock);
+  g_ptr_array_unref (b->forgotten);
+  g_mutex_clear (&b->forgotten_lock);
   notifier_unref (b->notifier);
   g_free (b);
 }
@@ -1459,6 +1498,17 @@ twed_backend_reconfigure (TwedBackend *b, GPtrArray *specs, const TwedBackendOpt
 
       if (!g_hash_table_contains (kept, h))
         {
+          g_autoptr(GPtrArray) forgotten = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+          GHashTableIter it;
+          gpointer key, value;
+
+          /* Its VMs' failures go with it. */
+          g_mutex_lock (&h->vm_lock);
+          g_hash_table_iter_init (&it, h->vms);
+          while (g_hash_table_iter_next (&it, &key, &value))
+            vm_forgotten_locked (h, key, value, forgotten);
+          g_mutex_unlock (&h->vm_lock);
+          backend_add_forgotten (b, forgotten);
           g_atomic_int_inc (&h->ref);
           reap_elsewhere (NULL, h);
           removed++;
@@ -1558,9 +1608,57 @@ twed_backend_save_vms (TwedBackend *b, GPtrArray *out)
     }
 }
 
+void
+twed_backend_vm_records (TwedBackend *b, const TwedPlanEntry *en, GPtrArray *changed, GPtrArray *failed)
+{
+  gint64 mono = g_get_monotonic_time (), real = g_get_real_time ();
+  const char *key = entry_key (en);
+  TwedVmRecord *r;
+  ChangeStamp *c;
+
+  g_mutex_lock (&b->changes_lock);
+  c = g_hash_table_lookup (b->changes, key);
+  r = twed_vm_record_new (c && c->host ? c->host : en->host, key);
+  r->changed_at = c && c->at ? real + (c->at - mono) : 0;
+  g_mutex_unlock (&b->changes_lock);
+  g_ptr_array_add (changed, r);
+  if (failed)
+    {
+      g_autoptr(HostTable) t = backend_hosts (b);
+      BackendHost *h = g_hash_table_lookup (t->by_name, en->host);
+      const VmState *st;
+
+      r = twed_vm_record_new (en->host, key);
+      if (h)
+        {
+          g_mutex_lock (&h->vm_lock);
+          /* As twed_backend_save_vms keeps them. */
+          if ((st = g_hash_table_lookup (h->vms, key)) && (st->failures || st->retry_at > mono))
+            {
+              r->failures = st->failures;
+              r->backoff = st->backoff;
+              r->retry_at = st->retry_at ? real + (st->retry_at - mono) : 0;
+              r->error = g_strdup (st->error);
+            }
+          g_mutex_unlock (&h->vm_lock);
+        }
+      g_ptr_array_add (failed, r);
+    }
+}
+
+void
+twed_backend_take_forgotten (TwedBackend *b, GPtrArray *failed)
+{
+  g_mutex_lock (&b->forgotten_lock);
+  g_ptr_array_extend_and_steal (failed, g_steal_pointer (&b->forgotten));
+  b->forgotten = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  g_mutex_unlock (&b->forgotten_lock);
+}
+
 guint
 twed_backend_restore_vms (TwedBackend *b, GPtrArray *records)
 {
+  g_autoptr(GPtrArray) forgotten = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
   g_autoptr(HostTable) t = backend_hosts (b);
   gint64 mono = g_get_monotonic_time (), real = g_get_real_time ();
   guint n = 0;
@@ -1604,8 +1702,12 @@ twed_backend_restore_vms (TwedBackend *b, GPtrArray *records)
           g_mutex_unlock (&h->vm_lock);
           taken = TRUE;
         }
+      else if (r->failures)
+        /* Of a host no longer configured: they went with it. */
+        g_ptr_array_add (forgotten, twed_vm_record_new (r->host, r->vm));
       n += taken;
     }
+  backend_add_forgotten (b, forgotten);
   return n;
 }
 

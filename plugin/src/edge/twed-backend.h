@@ -101,6 +101,20 @@ void  twed_backend_save_vms (TwedBackend *backend, GPtrArray *out);
 /* Takes such records back (failures: those of configured hosts; when a
  * VM was changed: all of them): how many. */
 guint twed_backend_restore_vms (TwedBackend *backend, GPtrArray *records);
+/* Moves to @failed a record of no failure (0 failures, no retry_at) for
+ * each VM whose failures the backend stopped keeping since the last
+ * call: the VM left its host and its backoff was over, its host left the
+ * configuration, or its host was not configured when its records were
+ * restored.  Appended to the state's log, they take those failures out
+ * of the state. */
+void  twed_backend_take_forgotten (TwedBackend *backend, GPtrArray *failed);
+
+/* What holds @entry's VM back now, as records for the state's log: when
+ * it was last changed (fleet-wide; changed_at 0 when never, or no
+ * longer kept) appended to @changed, and, with @failed, its failures on
+ * the entry's host (none: 0 failures, no retry_at). */
+void  twed_backend_vm_records (TwedBackend *backend, const TwedPlanEntry *entry, GPtrArray *changed,
+                               GPtrArray *failed);
 
 /* libvirt calls made so far: reads and writes, all hosts. */
 void twed_backend_counters (TwedBackend *backend, guint64 *reads, guint64 *writes);
