@@ -27,15 +27,7 @@ hosts() {
 	: >"$tmp/hosts"
 	i=0
 	while [ "$i" -lt "$1" ]; do
-		{
-			echo "<node>"
-			for d in 1 2; do
-				printf "<domain type='test'><name>vm-%d</name><uuid>00000000-0000-4000-8000-%012d</uuid>" "$d" $((i * 10 + d))
-				echo "<memory>1048576</memory><vcpu>4</vcpu><os><type>hvm</type></os></domain>"
-			done
-			echo "<cpu><mhz>2600</mhz><active>4</active><nodes>1</nodes><sockets>1</sockets><cores>4</cores><threads>1</threads></cpu>"
-			echo "<memory>8388608</memory></node>"
-		} >"$tmp/node-$i.xml"
+		test_node "$tmp/node-$i.xml" "$i"
 		echo "h$i test://$tmp/node-$i.xml" >>"$tmp/hosts"
 		i=$((i + 1))
 	done

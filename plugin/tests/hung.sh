@@ -73,11 +73,8 @@ check "back: the call returns, the host is read again, /healthz 200" wait_for 15
 check "back: STATUS= without it" wait_for 5 grep -q '^STATUS=1/1 host(s) up' "$tmp/notify.log"
 check "back: no STATUS= counts it" sh -c "! grep -q 'stuck' '$tmp/notify.log'"
 
-kill -TERM "$pid"
-wait "$pid"
-rc=$?
+stop_twedd "$pid"
 pid=
-check "clean exit on SIGTERM (exit $rc)" test "$rc" -eq 0
 [ "$fails" -eq 0 ] || tail -n 20 "$tmp/log" | sed 's/^/# /'
 echo "1..$n"
 [ "$fails" -eq 0 ]

@@ -133,10 +133,7 @@ check "twedd: a change in the new directory is seen" \
     wait_for 5 grep -q 'twed_vm_target_delay{host="host-b",domain="web-1",mode="fixed"} 1' "$tmp/m.prom"
 kill -HUP $pid
 check "twedd: SIGHUP reloads" wait_for 5 grep -q 'SIGHUP: reloading' "$tmp/log"
-kill -TERM $pid
-wait $pid
-rc=$?
-check "twedd: clean exit on SIGTERM (exit $rc)" [ $rc -eq 0 ]
+stop_twedd "$pid" twedd
 check "twedd: several cycles ran" [ "$(sed -n 's/^twed_cycles_total //p' "$tmp/m.prom")" -ge 3 ]
 [ $fails -eq 0 ] || sed 's/^/# twedd: /' "$tmp/log" | tail -30
 

@@ -65,11 +65,8 @@ else
 		echo "ok $n - $t # SKIP no mount namespace here (unshare -m refused)"
 	done
 fi
-kill -TERM "$pid"
-wait "$pid"
-rc=$?
+stop_twedd "$pid"
 pid=
-check "clean exit on SIGTERM (exit $rc)" test "$rc" -eq 0
 [ "$fails" -eq 0 ] || tail -n 20 "$tmp/log" | sed 's/^/# /'
 echo "1..$n"
 [ "$fails" -eq 0 ]

@@ -20,14 +20,7 @@ hosts=50 cap=20 interval=2
 : >"$tmp/hosts"
 i=0
 while [ $i -lt $hosts ]; do
-	{
-		echo "<node>"
-		for d in 1 2; do
-			echo "<domain type='test'><name>vm-$d</name><memory>1048576</memory><vcpu>4</vcpu><os><type>hvm</type></os></domain>"
-		done
-		echo "<cpu><mhz>2600</mhz><active>4</active><nodes>1</nodes><sockets>1</sockets><cores>4</cores><threads>1</threads></cpu>"
-		echo "<memory>8388608</memory></node>"
-	} >"$tmp/node-$i.xml"
+	test_node "$tmp/node-$i.xml" "$i"
 	echo "h$i test://$tmp/node-$i.xml" >>"$tmp/hosts"
 	i=$((i + 1))
 done

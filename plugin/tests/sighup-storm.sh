@@ -111,10 +111,7 @@ while [ "$(date +%s)" -lt "$end" ] && kill -0 "$twedd_pid" 2>/dev/null; do
 done
 echo "# $hups SIGHUPs sent"
 check "twedd alive after the storm" kill -0 "$twedd_pid"
-kill -TERM "$twedd_pid" 2>/dev/null
-wait "$twedd_pid"
-rc=$?
-check "clean exit on SIGTERM (exit $rc)" test "$rc" -eq 0
+stop_twedd "$twedd_pid"
 if ls "$tmp"/sanitizer* >/dev/null 2>&1; then
 	not_ok "no $name report"
 	echo "# $(grep -c '^WARNING: ThreadSanitizer\|^==.*ERROR: ' "$tmp"/sanitizer* | awk -F: '{ s += $NF } END { print s }') report(s), the first:"

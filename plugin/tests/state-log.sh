@@ -31,21 +31,10 @@ trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; [ -n "$listener" ] && kill
 require_twed_api "$twedd"
 state=$tmp/state
 
-# node I: two 4-vCPU VMs on 4 pCPUs (ratio 2: each goes from off to
+# two hosts of two 4-vCPU VMs on 4 pCPUs (ratio 2: each goes from off to
 # fixed:3 under the demo's default policy), fixed uuids
-node() {
-	{
-		echo "<node>"
-		for d in 1 2; do
-			printf "<domain type='test'><name>vm-%d</name><uuid>00000000-0000-4000-8000-%012d</uuid>" "$d" $(($1 * 10 + d))
-			echo "<memory>1048576</memory><vcpu>4</vcpu><os><type>hvm</type></os></domain>"
-		done
-		echo "<cpu><mhz>2600</mhz><active>4</active><nodes>1</nodes><sockets>1</sockets><cores>4</cores><threads>1</threads></cpu>"
-		echo "<memory>8388608</memory></node>"
-	} >"$tmp/node-$1.xml"
-}
-node 0
-node 1
+test_node "$tmp/node-0.xml" 0
+test_node "$tmp/node-1.xml" 1
 printf 'h0 test://%s/node-0.xml\nh1 test://%s/node-1.xml\n' "$tmp" "$tmp" >"$tmp/hosts"
 
 # config CAP MIN_CHANGE_INTERVAL [EXTRA]

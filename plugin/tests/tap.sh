@@ -31,6 +31,26 @@ with open(sys.argv[2], "a") as log:
 	listener=$!
 	wait_for 5 test -S "$1"
 }
+# test_node FILE I: a test-driver node of two 4-vCPU VMs, vm-1 and vm-2, on
+# 4 pCPUs (ratio 2), with the UUIDs ...-8000-0000000000I1 and ...I2
+test_node() {
+	{
+		echo "<node>"
+		for d in 1 2; do
+			printf "<domain type='test'><name>vm-%d</name><uuid>00000000-0000-4000-8000-%012d</uuid>" "$d" $(($2 * 10 + d))
+			echo "<memory>1048576</memory><vcpu>4</vcpu><os><type>hvm</type></os></domain>"
+		done
+		echo "<cpu><mhz>2600</mhz><active>4</active><nodes>1</nodes><sockets>1</sockets><cores>4</cores><threads>1</threads></cpu>"
+		echo "<memory>8388608</memory></node>"
+	} >"$1"
+}
+# stop_twedd PID [PREFIX]: SIGTERM to twedd, and a check that it exits 0
+stop_twedd() {
+	kill -TERM "$1" 2>/dev/null
+	wait "$1"
+	rc=$?
+	check "${2:+$2: }clean exit on SIGTERM (exit $rc)" test "$rc" -eq 0
+}
 # require_twed_api TWEDD: a TAP skip of the whole script unless TWEDD was
 # built with the twed libvirt API (applying needs it)
 require_twed_api() {
