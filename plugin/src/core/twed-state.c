@@ -185,6 +185,28 @@ twed_state_log_header (guint64 generation)
   return g_strdup_printf ("{\"log\":%" G_GUINT64_FORMAT "}\n", generation);
 }
 
+/* Member NAME: an array of the VMs of RECORDS, each with its key and what
+ * ADD writes of it; nothing when there are none. */
+static void
+add_records (JsonBuilder *b, const char *name, const GPtrArray *records,
+             void (*add) (JsonBuilder *, const TwedVmRecord *))
+{
+  if (!records || !records->len)
+    return;
+  json_builder_set_member_name (b, name);
+  json_builder_begin_array (b);
+  for (guint i = 0; i < records->len; i++)
+    {
+      const TwedVmRecord *r = g_ptr_array_index (records, i);
+
+      json_builder_begin_object (b);
+      add_vm_key (b, r);
+      add (b, r);
+      json_builder_end_object (b);
+    }
+  json_builder_end_array (b);
+}
+
 char *
 twed_state_log_record (const TwedState *interval, const GPtrArray *changed, const GPtrArray *failed)
 {
@@ -194,32 +216,8 @@ twed_state_log_record (const TwedState *interval, const GPtrArray *changed, cons
   json_builder_begin_object (b);
   if (interval)
     add_interval (b, interval);
-  if (changed && changed->len)
-    {
-      json_builder_set_member_name (b, "changed");
-      json_builder_begin_array (b);
-      for (guint i = 0; i < changed->len; i++)
-        {
-          json_builder_begin_object (b);
-          add_vm_key (b, g_ptr_array_index (changed, i));
-          add_changed (b, g_ptr_array_index (changed, i));
-          json_builder_end_object (b);
-        }
-      json_builder_end_array (b);
-    }
-  if (failed && failed->len)
-    {
-      json_builder_set_member_name (b, "failed");
-      json_builder_begin_array (b);
-      for (guint i = 0; i < failed->len; i++)
-        {
-          json_builder_begin_object (b);
-          add_vm_key (b, g_ptr_array_index (failed, i));
-          add_failures (b, g_ptr_array_index (failed, i));
-          json_builder_end_object (b);
-        }
-      json_builder_end_array (b);
-    }
+  add_records (b, "changed", changed, add_changed);
+  add_records (b, "failed", failed, add_failures);
   json_builder_end_object (b);
   text = generate (b);
   /* One line: the generator writes none inside (no pretty printing). */
