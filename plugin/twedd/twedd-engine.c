@@ -776,6 +776,25 @@ log_would_change (const TwedPlan *plan)
     }
 }
 
+/* Why an auto VM was left as it is: only its changes reach the info
+ * log, and a controller that settled (or holds on a figure) would
+ * otherwise not say why it stopped moving. */
+static void
+log_auto_kept (const TwedPlan *plan)
+{
+  for (guint i = 0; i < plan->entries->len; i++)
+    {
+      TwedPlanEntry *en = g_ptr_array_index (plan->entries, i);
+      g_autofree char *cur = NULL;
+
+      if (!en->is_auto || (en->action != TWED_ACTION_KEEP && en->action != TWED_ACTION_DEFER))
+        continue;
+      cur = twed_setting_to_string (&en->current);
+      twed_log_domain (G_LOG_LEVEL_DEBUG, en->host, en->domain, "TWED %s kept: auto %s (%s)", cur,
+                       twed_auto_decision_to_string (en->auto_decision), en->reason);
+    }
+}
+
 /* Passes that were wanted while their hosts were busy, now. */
 static void
 run_wanted (TwedEngine *e)
@@ -842,6 +861,7 @@ finish_pass (TwedEngine *e, PassJob *job)
       e->counters.changes_applied += job->applied;
       if (job->changes && (job->dry_run || !twed_domain_params_available ()))
         log_would_change (job->plan);
+      log_auto_kept (job->plan);
       twed_log_host (G_LOG_LEVEL_INFO, job->host, "cycle %" G_GUINT64_FORMAT ": %u VM(s), %u change(s), %u deferred, %s",
                      e->counters.cycles, job->plan->entries->len, job->changes,
                      twed_plan_count (job->plan, TWED_ACTION_DEFER),
