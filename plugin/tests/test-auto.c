@@ -16,6 +16,7 @@ typedef struct {
   char *name;
   TwedAutoVerdict verdict;
   gboolean decided;
+  guint never;            /* bit per TwedAutoDecision it must not take from here on */
 } Decided;
 
 static void
@@ -98,6 +99,9 @@ finish_read (TwedAuto *ctl, TwedHost *host, GHashTable *decided, const TwedSetti
       twed_auto_verdict_clear (&d->verdict);
       twed_auto_decide (ctl, host, dom, bounds, params, &d->verdict);
       d->decided = TRUE;
+      if (d->never & (1u << d->verdict.decision))
+        g_error ("%s: %s at %s, which the trace rules out: %s", d->name,
+                 twed_auto_decision_to_string (d->verdict.decision), host->name, d->verdict.reason);
     }
 }
 
@@ -183,6 +187,20 @@ test_trace (gconstpointer data)
         }
       else if (g_str_equal (f[0], "vm"))
         add_vm (host, f, nf, t);
+      else if (g_str_equal (f[0], "never"))
+        {
+          /* "never VM DECISION": checked at every decision after this line. */
+          Decided *d = g_hash_table_lookup (decided, f[1]);
+          guint k;
+
+          g_assert_cmpuint (nf, ==, 3);
+          g_assert_nonnull (d);
+          for (k = 0; k <= TWED_AUTO_BASELINE; k++)
+            if (g_str_equal (twed_auto_decision_to_string (k), f[2]))
+              break;
+          g_assert_cmpuint (k, <=, TWED_AUTO_BASELINE);
+          d->never |= 1u << k;
+        }
       else if (g_str_equal (f[0], "expect"))
         {
           g_auto(GStrv) e = g_strsplit (lines[i], " ", 5);

@@ -11,6 +11,14 @@
 #define EXITS_FLOOR 1.0
 /* vCPU time below this fraction of the window: not judged. */
 #define IDLE_FRACTION 0.01
+/* A step up is two levels when the setting left at most this share of
+ * the exits at off (the exits clearly follow the window, not the
+ * noise) and more than twice min_gain of them.  Each level doubles the
+ * window; where exits fall with it (4 vCPUs on 2 pCPUs, fixed 6 to 12)
+ * a level left 0.5 to 0.8 of the exits of the one below, so two levels
+ * from above twice min_gain go at most one level past where a step of
+ * one would have stopped. */
+#define BIG_STEP_LEFT 0.5
 /* A modular difference above this is a counter that went back (a new
  * process), not one that wrapped. */
 #define DELTA_LIMIT (G_GUINT64_CONSTANT (1) << 63)
@@ -607,15 +615,17 @@ wait_rise (GHashTable *now, GHashTable *off, const Party **who_now, const Party 
 }
 
 static char *
-figures (double prev, double cur, int level, double rise, const Party *who_now, const Party *who_off)
+figures (double at_off, double cur, int level, double rise, const Party *who_now, const Party *who_off)
 {
   g_autofree char *ln = level_name (level);
-  g_autofree char *from = isnan (prev) ? g_strdup ("") : g_strdup_printf ("%.0f → ", prev);
+  g_autofree char *from = isnan (at_off) ? g_strdup ("") : g_strdup_printf ("%.0f at off → ", at_off);
+  g_autofree char *left = isnan (at_off) || at_off <= 0 ? g_strdup ("")
+                          : g_strdup_printf (" (%.0f %%)", cur / at_off * 100);
   g_autofree char *wait = isnan (rise) ? g_strdup ("")
                           : g_strdup_printf (", run-queue wait share %+.1f pts (%s %.1f %% → %.1f %%)", rise * 100,
                                              who_now->name, who_off->share * 100, who_now->share * 100);
 
-  return g_strdup_printf ("wfe exits/s %s%.0f at %s%s", from, cur, ln, wait);
+  return g_strdup_printf ("wfe exits/s %s%.0f at %s%s%s", from, cur, ln, left, wait);
 }
 
 void
@@ -626,9 +636,9 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   int level = level_of (dom);
   VmState *st;
   gint64 now, dwell = (gint64) p->dwell_seconds * G_USEC_PER_SEC;
-  double e, e_prev = NAN, wait_change = NAN;
+  double e, e_off = NAN, wait_change = NAN;
   g_autoptr(GHashTable) shares = NULL;
-  LevelStats *off, *below;
+  LevelStats *off;
   int top;
   g_autofree char *ln = level_name (level);
 
@@ -713,19 +723,18 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     }
 
   off = &st->stats[0];
-  below = level == LEVEL_OFF ? NULL : level == lo ? off : &st->stats[level];
-  if (below && below->valid)
-    e_prev = below->exits_per_s;
+  if (level != LEVEL_OFF && off->valid)
+    e_off = off->exits_per_s;
   if (st->w_elapsed_ns < (double) dwell * 1000.0 || st->w_reads < MIN_READS)
     {
       LevelStats *cur = &st->stats[level + 1];
-      g_autofree char *f = cur->valid ? figures (e_prev, cur->exits_per_s, level, NAN, NULL, NULL) : NULL;
+      g_autofree char *f = cur->valid ? figures (e_off, cur->exits_per_s, level, NAN, NULL, NULL) : NULL;
 
       verdict (out, TWED_AUTO_HOLD, level,
                g_strdup_printf ("dwell %.0f s of %u s at %s%s%s", st->w_elapsed_ns / 1e9, p->dwell_seconds, ln,
                                 f ? "; last " : "", f ? f : ""));
       out->exits_per_s = cur->valid ? cur->exits_per_s : NAN;
-      out->prev_exits_per_s = e_prev;
+      out->prev_exits_per_s = e_off;
       goto done;
     }
 
@@ -746,7 +755,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   st->stats[level + 1] = (LevelStats) { e, now, TRUE };
   window_reset (st);
   out->exits_per_s = e;
-  out->prev_exits_per_s = e_prev;
+  out->prev_exits_per_s = e_off;
   if (now >= st->ceiling_until)
     st->ceiling = TWED_DELAY_LIMIT;
   top = MIN (hi, st->ceiling);
@@ -782,8 +791,10 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     const Party *who_now, *who_off;
     g_autofree char *f = NULL;
     int down = level == lo ? LEVEL_OFF : level - 1;
-    gboolean exits_rose = !isnan (e_prev) && e > e_prev * (1 + p->min_gain);
-    gboolean exits_cut = !isnan (e_prev) && e < e_prev * (1 - p->min_gain);
+    double left = e_off > 0 ? e / e_off : 1;
+    int step = left <= BIG_STEP_LEFT && left > 2 * p->min_gain ? 2 : 1;
+    g_autofree char *dn = level_name (down);
+    int up = MIN (level + step, top);
 
     /* The cost of the window is paid by whoever waits for the pCPU:
      * the VM's own vCPUs (a lock holder behind its spinner) or a
@@ -793,26 +804,40 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
      * neighbour whose pCPU the spinner holds through the window does. */
     wait_change = wait_rise (shares, st->off_shares, &who_now, &who_off);
     out->wait_change = wait_change;
-    f = figures (e_prev, e, level, wait_change, who_now, who_off);
+    f = figures (e_off, e, level, wait_change, who_now, who_off);
 
-    if (wait_change > p->wait_margin || exits_rose)
+    /* Exits are judged against off, not against the level below: a
+     * window of a few reads of a lock-heavy guest varies by half or
+     * more at one setting, more than one level changes it, while the
+     * cut from off (a larger, steadier rate) is clear at once. */
+    if (wait_change > p->wait_margin || left > 1 - p->min_gain)
       {
-        /* The window costs more than it saves: back off and keep this
-         * level and above barred for the cooldown (no flapping). */
+        /* The window costs more than it saves, or saves nothing: back
+         * off and keep this level and above barred for the cooldown
+         * (no flapping). */
         st->ceiling = level - 1;
         st->ceiling_until = now + (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
-        verdict (out, TWED_AUTO_STEP_DOWN, down,
-                 g_strdup_printf ("%s, %s, step down", f,
-                                  wait_change > p->wait_margin ? "above the margin" : "more exits than one step lower"));
+        if (wait_change > p->wait_margin)
+          verdict (out, TWED_AUTO_STEP_DOWN, down, g_strdup_printf ("%s, above the margin, step down to %s", f, dn));
+        else
+          verdict (out, TWED_AUTO_STEP_DOWN, down,
+                   g_strdup_printf ("%s, exits not cut by %.0f %% of off's, step down to %s", f,
+                                    p->min_gain * 100, dn));
       }
-    else if (exits_cut && level < top)
-      verdict (out, TWED_AUTO_STEP_UP, level + 1, g_strdup_printf ("%s, step up", f));
-    else if (exits_cut)
+    else if (left <= p->min_gain)
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: no more than %.0f %% of off's exits left", f, p->min_gain * 100));
+    else if (wait_change > p->wait_margin / 2)
+      /* Hysteresis: a share between half the margin and the margin
+       * neither pays for a longer window nor costs enough to give this
+       * one up. */
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: more than half the margin", f));
+    else if (level < top)
+      verdict (out, TWED_AUTO_STEP_UP, up, g_strdup_printf ("%s, step up to %d", f, up));
+    else
       verdict (out, TWED_AUTO_HOLD, level,
                g_strdup_printf ("%s, hold: %s", f, level >= hi ? "at the bound" : "at the back-off ceiling"));
-    else
-      verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("%s, hold: exits not cut by %.0f %%", f,
-                                                           p->min_gain * 100));
   }
 
 done:

@@ -11,9 +11,10 @@ are modelled on the emulated cluster's measurements (lockstress,
 host-b: off 575 WFE exits in 3 s falling to 99 at fixed:10; always
 runnable vCPUs waiting half their runnable time on 4 vCPUs over 2 pCPUs
 whatever the delay; a co-runner's wait share growing with a spinning
-window).  `expect` lines are the controller's decisions that
-the test asserts: they are written here by hand, from the contract, not
-from the controller.  Run it again after changing a model; the test
+window), or replay recorded reads (Replay).  `expect` lines are the
+controller's decisions that the test asserts, `never` lines a decision
+it must not take at any read after them: they are written here by hand,
+from the contract, not from the controller.  Run it again after changing a model; the test
 reads the files only."""
 import os
 
@@ -75,6 +76,9 @@ class Trace:
     def expect(self, vm, decision, target, text=""):
         self.out.append(f"expect {vm.name} {decision} {target} {text}".rstrip())
 
+    def never(self, vm, decision):
+        self.out.append(f"never {vm.name} {decision}")
+
     def bounds(self, lo, hi):
         self.out.append(f"bounds {lo} {hi}")
 
@@ -91,6 +95,28 @@ def table(exits, waits):
                           waits.get(level, waits[max(k for k in waits if k <= level)]))
 
 
+class Replay:
+    """A model that replays recorded per-read figures: per setting, WFE
+    exits per second of wall time over all of the VM's vCPUs and the
+    VM's run-queue wait share, each read taking the next of its
+    setting's (from the start again when they run out)."""
+
+    def __init__(self, vcpus, runnable, exits, shares):
+        self.vcpus, self.runnable, self.exits, self.shares = vcpus, runnable, exits, shares
+        self.i = {}
+
+    def _next(self, table, level):
+        seq = table.get(level, table[max(k for k in table if k <= level)])
+        k = (id(table), level)
+        n = self.i.get(k, 0)
+        self.i[k] = n + 1
+        return seq[n % len(seq)]
+
+    def __call__(self, level):
+        rate, share = self._next(self.exits, level), self._next(self.shares, level)
+        return rate / (self.vcpus * self.runnable * (1 - share)), share
+
+
 def first_read(tr, host, vms):
     tr.t = 0
     tr.out.append(f"read 0 {host}")
@@ -101,21 +127,23 @@ def climb():
     tr = Trace("climb", """4 vCPUs on 2 pCPUs: hand-overs across pCPUs, exits fall with the
 delay.  The vCPUs are always runnable, so each waits about half its
 runnable time whatever the delay (the overcommit sets it): within the
-margin, auto climbs to its bound.""", (2, 5), P)
+margin, auto climbs to its bound: one level while a setting leaves
+more than half the exits at off, two once it has cut them by half.""", (2, 5), P)
     lock = Vm("lock", "00000000-0000-0000-0000-00000000000a", 7, 4, "0-1", 1.0,
-              table({-1: 1800, 2: 1500, 3: 900, 4: 500, 5: 300}, {-1: 0.50, 2: 0.52, 3: 0.48, 4: 0.51, 5: 0.53}))
+              table({-1: 1800, 2: 1500, 3: 850, 4: 500, 5: 300}, {-1: 0.50, 2: 0.52, 3: 0.48, 4: 0.51, 5: 0.51}))
     first_read(tr, "host-a", [lock])
     tr.expect(lock, "baseline", "off", "first read")
     tr.read("host-a", [lock]); tr.expect(lock, "hold", "off", "dwell 10 s of 20 s at off")
     tr.read("host-a", [lock]); tr.expect(lock, "step-up", "fixed:2", "wfe exits/s 1800 at off")
-    for lvl, prev, cur in ((2, 1800, 1500), (3, 1500, 900), (4, 900, 500)):
+    for lvl, cur, left, up in ((2, 1500, 83, 3), (3, 850, 47, 5)):
         lock.setting = f"fixed:{lvl}"
         tr.read("host-a", [lock]); tr.expect(lock, "hold", f"fixed:{lvl}", f"dwell 10 s of 20 s at {lvl}")
         tr.read("host-a", [lock])
-        tr.expect(lock, "step-up", f"fixed:{lvl + 1}", f"wfe exits/s {prev} → {cur} at {lvl}, run-queue wait share ")
+        tr.expect(lock, "step-up", f"fixed:{up}",
+                  f"wfe exits/s 1800 at off → {cur} at {lvl} ({left} %), run-queue wait share ")
     lock.setting = "fixed:5"
     tr.read("host-a", [lock]); tr.expect(lock, "hold", "fixed:5")
-    tr.read("host-a", [lock]); tr.expect(lock, "hold", "fixed:5", "wfe exits/s 500 → 300 at 5, run-queue wait share +3.0 pts (lock 50.0 % → 53.0 %), hold: at the bound")
+    tr.read("host-a", [lock]); tr.expect(lock, "hold", "fixed:5", "wfe exits/s 1800 at off → 300 at 5 (17 %), run-queue wait share +1.0 pts (lock 50.0 % → 51.0 %), hold: at the bound")
     tr.write()
 
 
@@ -139,11 +167,11 @@ then probes again.""", (2, 6), P)
     tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:2")
     lock.setting = "fixed:2"
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2")
-    tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:3", "wfe exits/s 575 → 450 at 2, run-queue wait share +2.0 pts (neigh 45.0 % → 47.0 %), step up")
+    tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:3", "wfe exits/s 575 at off → 450 at 2 (78 %), run-queue wait share +2.0 pts (neigh 45.0 % → 47.0 %), step up to 3")
     lock.setting = "fixed:3"
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:3")
     tr.read("host-b", [lock, nb])
-    tr.expect(lock, "step-down", "fixed:2", "wfe exits/s 450 → 300 at 3, run-queue wait share +17.0 pts (neigh 45.0 % → 62.0 %), above the margin, step down")
+    tr.expect(lock, "step-down", "fixed:2", "wfe exits/s 575 at off → 300 at 3 (52 %), run-queue wait share +17.0 pts (neigh 45.0 % → 62.0 %), above the margin, step down to 2")
     lock.setting = "fixed:2"
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2")
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2", "hold: at the back-off ceiling")
@@ -178,19 +206,21 @@ cooldown.""", (2, 6), P)
 
 
 def flat():
-    tr = Trace("flat", """Exits that a step does not cut, and exits that a step raises
-(fixed:4 gave more exits than off on the emulator): hold, then step down.""", (2, 4), P)
+    tr = Trace("flat", """Exits that a setting does not cut by min_gain of those at off, and
+exits that a setting raises above off's (fixed:4 gave more exits than
+off on the emulator): a step down each time.""", (2, 4), P)
     a = Vm("flat", "00000000-0000-0000-0000-00000000000e", 1, 2, "0-1", 0.5,
            table({-1: 600, 2: 580, 3: 700}, {-1: 0.1}))
     first_read(tr, "host-a", [a]); tr.expect(a, "baseline", "off")
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
     a.setting = "fixed:2"
     tr.read("host-a", [a]); tr.read("host-a", [a])
-    tr.expect(a, "hold", "fixed:2", "wfe exits/s 600 → 580 at 2, run-queue wait share +0.0 pts (flat 10.0 % → 10.0 %), hold: exits not cut by 10 %")
-    # set by hand to 3: the controller continues from there
+    tr.expect(a, "step-down", "off", "wfe exits/s 600 at off → 580 at 2 (97 %), run-queue wait share +0.0 pts (flat 10.0 % → 10.0 %), exits not cut by 10 % of off's, step down to off")
+    # set by hand to 3 instead: the controller continues from there
     a.setting = "fixed:3"
-    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.read("host-a", [a])
-    tr.expect(a, "step-down", "fixed:2", "wfe exits/s 580 → 700 at 3, run-queue wait share +0.0 pts (flat 10.0 % → 10.0 %), more exits than one step lower, step down")
+    tr.read("host-a", [a]); tr.expect(a, "hold", "off", "step to off decided, not in force yet")
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "step-down", "fixed:2", "wfe exits/s 600 at off → 700 at 3 (117 %), run-queue wait share +0.0 pts (flat 10.0 % → 10.0 %), exits not cut by 10 % of off's, step down to 2")
     tr.write()
 
 
@@ -271,7 +301,7 @@ stays; after a dwell the controller stops asking and holds below for
 two dwells, then asks again (a step the rate limits only delayed goes
 through then).""", (2, 6), P)
     a = Vm("vm", "00000000-0000-0000-0000-000000000012", 2, 2, "0-1", 0.5,
-           table({-1: 1000, 2: 800, 3: 500, 4: 300}, {-1: 0.1}))
+           table({-1: 1000, 2: 800, 3: 550, 4: 300}, {-1: 0.1}))
     a.setting = "off"
     first_read(tr, "host-a", [a])
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
@@ -285,7 +315,7 @@ through then).""", (2, 6), P)
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "hold", "fixed:3", "hold: at the back-off ceiling")
     tr.read("host-a", [a]); tr.read("host-a", [a])
-    tr.expect(a, "step-up", "fixed:4", "wfe exits/s 800 → 500 at 3, run-queue wait share +0.0 pts (vm 10.0 % → 10.0 %), step up")
+    tr.expect(a, "step-up", "fixed:4", "wfe exits/s 1000 at off → 550 at 3 (55 %), run-queue wait share +0.0 pts (vm 10.0 % → 10.0 %), step up to 4")
     a.setting = "dynamic:3"
     tr.read("host-a", [a]); tr.expect(a, "step-down", "off", "outside the auto bounds 2..6")
     tr.write()
@@ -296,7 +326,7 @@ def narrowed():
 2..6 and not in force yet is dropped when a policy reload makes the
 bounds 2..3; the VM stays at 3, the new top.""", (2, 6), P)
     a = Vm("vm", "00000000-0000-0000-0000-000000000013", 2, 2, "0-1", 0.5,
-           table({-1: 1000, 2: 800, 3: 500, 4: 300}, {-1: 0.1}))
+           table({-1: 1000, 2: 800, 3: 550, 4: 300}, {-1: 0.1}))
     first_read(tr, "host-a", [a])
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
     a.setting = "fixed:2"
@@ -326,7 +356,7 @@ that of the co-runner that may run on its pCPUs stay flat: auto climbs.""", (2, 
     tr.read("host-a", vms); tr.read("host-a", vms); tr.expect(lock, "step-up", "fixed:2")
     lock.setting = "fixed:2"
     tr.read("host-a", vms); tr.read("host-a", vms)
-    tr.expect(lock, "step-up", "fixed:3", "wfe exits/s 1200 → 800 at 2, run-queue wait share +0.0 pts (lock 30.0 % → 30.0 %), step up")
+    tr.expect(lock, "step-up", "fixed:3", "wfe exits/s 1200 at off → 800 at 2 (67 %), run-queue wait share +0.0 pts (lock 30.0 % → 30.0 %), step up to 3")
     tr.write()
 
 
@@ -345,10 +375,119 @@ what was measured there and its next step.""", (2, 5), P)
     tr.read("host-b", [b], dt=5); tr.expect(b, "fallback", "off", "signals missing")
     a.advance(5)
     tr.read("host-a", [a], dt=5)
-    tr.expect(a, "step-up", "fixed:3", "wfe exits/s 1000 → 600 at 2, run-queue wait share +0.0 pts (vm 10.0 % → 10.0 %), step up")
+    tr.expect(a, "step-up", "fixed:3", "wfe exits/s 1000 at off → 600 at 2 (60 %), run-queue wait share +0.0 pts (vm 10.0 % → 10.0 %), step up to 3")
+    tr.write()
+
+
+# Recorded on the emulated cluster (closed-loop sweep, lockstress, TCG):
+# WFE exits per second of wall time over the 4 vCPUs of host-a's guest
+# (2 pCPUs) between two of twedd's reads (about 1.4 s), grouped by the
+# setting in force, in the order read; levels 9 to 14, rarely reached by
+# the recorded controller, add the fixed-N runs' rates.  The VM's wait
+# share per window, as the recorded decisions gave it.
+HANDOVER_EXITS = {
+    -1: [10346, 10227, 9174, 10564, 9917, 4973, 9785, 6852, 12706, 10556, 7809, 11082, 5288, 10555, 10694, 10213],
+    6: [4656, 4499, 4136, 2605, 5550, 815, 3463, 5330, 5196, 5772, 5891, 1292, 4847, 5310, 5732, 2240, 4972, 1749,
+        2920, 3424, 5264, 646, 5192, 4052, 5113, 5143, 1326, 2813],
+    7: [1047, 4234, 1499, 3961, 2934, 3417, 3874, 4755, 3862, 2088, 2231, 2272, 7469],
+    8: [2599, 1868, 3112, 2477, 2477, 1156, 2042, 3321, 2513, 1863, 2809, 1067, 2453, 2949, 1763, 1556, 2150, 2201,
+        2683, 3036],
+    9: [589, 1746, 1791, 1867, 3433, 2601, 3423, 867, 1174, 1855, 2503, 2603],
+    10: [1103, 1429, 1887, 531, 686, 929, 972, 1025],
+    11: [683, 236, 487, 528, 536, 539, 609],
+    12: [250, 253, 263, 280, 288],
+    13: [121, 121, 121, 133, 137],
+    14: [3, 6, 8, 11, 14],
+}
+HANDOVER_SHARES = {
+    -1: [0.499, 0.500, 0.501, 0.500, 0.501],
+    6: [0.503, 0.500, 0.501, 0.486, 0.500],
+    7: [0.500, 0.500, 0.513, 0.501, 0.500],
+    8: [0.499, 0.501, 0.500, 0.499, 0.501],
+    9: [0.496, 0.501, 0.500, 0.490, 0.499],
+    10: [0.495, 0.490, 0.510, 0.500, 0.501],
+}
+
+
+# The decisions the contract calls for on HANDOVER_*, window by window
+# (the figures below are the model's, two reads per window).
+PLAN_HANDOVER = [
+    ("fixed:6", ("step-up", "fixed:8", "wfe exits/s 5138 at off → 2296 at 6 (45 %), run-queue wait share +0.2 pts "
+                 "(hand 50.0 % → 50.1 %), step up to 8")),
+    ("fixed:8", ("step-up", "fixed:10", "wfe exits/s 5138 at off → 1117 at 8 (22 %), run-queue wait share +0.1 pts "
+                 "(hand 50.0 % → 50.0 %), step up to 10")),
+    ("fixed:10", ("step-up", "fixed:11", "wfe exits/s 5138 at off → 624 at 10 (12 %), run-queue wait share -0.7 pts "
+                  "(hand 50.0 % → 49.2 %), step up to 11")),
+    ("fixed:11", ("hold", "fixed:11", "wfe exits/s 5138 at off → 227 at 11 (4 %), run-queue wait share -0.7 pts "
+                  "(hand 50.0 % → 49.2 %), hold: no more than 10 % of off's exits left")),
+] + [("fixed:11", ("hold", "fixed:11", "hold: no more than 10 % of off's exits left"))] * 6
+
+
+def handover():
+    tr = Trace("handover", """4 vCPUs on 2 pCPUs (host-a in the closed-loop sweep), replayed from
+the recorded reads: exits fall with the delay, but a window of two
+reads at one setting varies by half (fixed:6 read from 646 to 5891
+exits/s), more than a level changes it, and the wait shares stay
+within 1.5 points of off's.  Judged against off, auto climbs from its
+bound 6 by two levels while a setting has halved the exits, reaches
+the region where no more than a tenth of them is left within four
+decisions from off, and does not step back on the noise.""", (6, 14), dict(P, dwell=4))
+    hand = Vm("hand", "00000000-0000-0000-0000-000000000018", 7, 4, "0-1", 1.0,
+              Replay(4, 1.0, HANDOVER_EXITS, HANDOVER_SHARES))
+    first_read(tr, "host-a", [hand]); tr.expect(hand, "baseline", "off")
+    tr.never(hand, "step-down")
+    tr.never(hand, "fallback")
+    def rd():
+        tr.read("host-a", [hand], dt=2)
+    rd(); tr.expect(hand, "hold", "off", "dwell 2 s of 4 s at off")
+    rd(); tr.expect(hand, "step-up", "fixed:6", "at off")
+    for setting, out in PLAN_HANDOVER:
+        hand.setting = setting
+        rd(); tr.expect(hand, "hold", setting, "dwell 2 s of 4 s")
+        rd(); tr.expect(hand, *out)
+    tr.write()
+
+
+# Recorded likewise on host-b's guest, 2 vCPUs on 1 pCPU: few exits,
+# bursty (0 to 2202 a read at off), and the VM's own wait share rising
+# once its spinner holds the pCPU through the window (37.4 % at off,
+# +3.7 then +9.9 points at 6 in the recorded decisions).
+SPINNER2_EXITS = {-1: [229, 275, 2202, 0, 1204, 0, 152, 1595], 6: [226, 0, 1094, 210, 527, 0, 0, 0]}
+SPINNER2_SHARES = {-1: [0.374], 6: [0.411, 0.411, 0.473, 0.473]}
+
+
+def spinner2():
+    tr = Trace("spinner2", """2 vCPUs on 1 pCPU (host-b in the closed-loop sweep), replayed from
+the recorded reads: the lock holder waits behind its spinner.  At the
+bound 6 a window halves the exits (noise: the next one has three
+times off's) and the VM's wait share rises by 3.7 points, within the
+margin but above half of it: auto holds (it stepped up to 7 there
+before, where the share rose by 27 points); the next window rises by
+9.9 points: back to off, and it stays there for the cooldown.""", (6, 14), dict(P, dwell=4))
+    lock = Vm("lock2", "00000000-0000-0000-0000-000000000019", 3, 2, "0", 0.8,
+              Replay(2, 0.8, SPINNER2_EXITS, SPINNER2_SHARES))
+    first_read(tr, "host-b", [lock]); tr.expect(lock, "baseline", "off")
+    def rd():
+        tr.read("host-b", [lock], dt=2)
+    rd(); tr.expect(lock, "hold", "off", "dwell 2 s of 4 s at off")
+    rd(); tr.expect(lock, "step-up", "fixed:6", "wfe exits/s 252 at off, run-queue wait share 37.4 %, step up to 6")
+    lock.setting = "fixed:6"
+    tr.never(lock, "step-up")
+    rd(); tr.expect(lock, "hold", "fixed:6", "dwell 2 s of 4 s at 6")
+    rd(); tr.expect(lock, "hold", "fixed:6", "wfe exits/s 252 at off → 120 at 6 (48 %), run-queue wait share +3.7 pts "
+                    "(lock2 37.4 % → 41.1 %), hold: more than half the margin")
+    rd(); tr.expect(lock, "hold", "fixed:6", "dwell 2 s of 4 s at 6")
+    rd(); tr.expect(lock, "step-down", "off", "run-queue wait share +9.9 pts (lock2 37.4 % → 47.3 %), above the margin, "
+                    "step down to off")
+    lock.setting = "off"
+    rd(); tr.expect(lock, "hold", "off", "dwell 2 s of 4 s at off")
+    rd(); tr.expect(lock, "hold", "off", "6 and above barred for 96 s after a back-off")
+    for _ in range(20):
+        rd()
+    tr.expect(lock, "hold", "off", "barred")
     tr.write()
 
 
 if __name__ == "__main__":
-    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, narrowed, incoming, apart):
+    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, narrowed, incoming, apart, handover, spinner2):
         f()
