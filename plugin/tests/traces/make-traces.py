@@ -321,6 +321,25 @@ through then).""", (2, 6), P)
     tr.write()
 
 
+def ceiling2():
+    tr = Trace("ceiling2", """A step of two levels the host refuses (to 4, above kvm-arm.twed_max
+= 3): after a dwell the levels from 4 are barred, and the next step
+goes as far as the ceiling allows, one level.""", (2, 8), P)
+    a = Vm("vm", "00000000-0000-0000-0000-00000000001a", 2, 2, "0-1", 0.5,
+           table({-1: 1000, 2: 400, 3: 300}, {-1: 0.1}))
+    first_read(tr, "host-a", [a])
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
+    a.setting = "fixed:2"
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "step-up", "fixed:4", "wfe exits/s 1000 at off → 400 at 2 (40 %), run-queue wait share +0.0 pts "
+              "(vm 10.0 % → 10.0 %), step up to 4")
+    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:4", "step to 4 decided, not in force yet")
+    tr.read("host-a", [a])
+    tr.expect(a, "step-up", "fixed:3", "wfe exits/s 1000 at off → 400 at 2 (40 %), run-queue wait share +0.0 pts "
+              "(vm 10.0 % → 10.0 %), step up to 3")
+    tr.write()
+
+
 def narrowed():
     tr = Trace("narrowed", """Bounds narrowed while a step is pending: a step to 4 decided under
 2..6 and not in force yet is dropped when a policy reload makes the
@@ -489,5 +508,6 @@ before, where the share rose by 27 points); the next window rises by
 
 
 if __name__ == "__main__":
-    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, narrowed, incoming, apart, handover, spinner2):
+    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, narrowed, incoming,
+              apart, handover, spinner2):
         f()
