@@ -27,11 +27,21 @@
 #define LEVEL_OTHER (-2) /* dynamic, or fixed outside the bounds */
 #define LEVEL_NONE (-3)
 
+/* What was measured at one level: the exits and vCPU time of every
+ * window judged there since the reference at off was taken, pooled, so
+ * that one window of a few reads (which varies by half or more in a
+ * lock-heavy guest) does not decide alone. */
 typedef struct {
-  double exits_per_s;
-  gint64 at;
+  double exits, time_ns;
+  gint64 at;                /* end of the last window pooled */
   gboolean valid;
 } LevelStats;
+
+static double
+pooled_rate (const LevelStats *s)
+{
+  return s->time_ns > 0 ? s->exits / (s->time_ns / 1e9) : 0;
+}
 
 /* The run-queue wait and runnable time (wait + CPU time) of one VM's
  * vCPUs that may run on the pCPUs of the VM judged: the VM itself or a
@@ -614,6 +624,23 @@ wait_rise (GHashTable *now, GHashTable *off, const Party **who_now, const Party 
   return rise;
 }
 
+/* Whether @level (pooled exits/s @e) cut the exits by at least
+ * @min_gain of off's (@e_off) against the nearest level below it that
+ * was measured since the reference (the one it came from on the way
+ * up; off for the first step, which the rule against off covers).
+ * Judged in units of off's rate, so that the noise of a level with few
+ * exits left does not dominate.  *@below is that level. */
+static gboolean
+cut_below (VmState *st, int level, double e, double e_off, double min_gain, int *below)
+{
+  for (*below = level - 1; *below > LEVEL_OFF; (*below)--)
+    if (st->stats[*below + 1].valid)
+      break;
+  if (*below == LEVEL_OFF)
+    return TRUE;
+  return pooled_rate (&st->stats[*below + 1]) - e >= min_gain * e_off;
+}
+
 static char *
 figures (double at_off, double cur, int level, double rise, const Party *who_now, const Party *who_off)
 {
@@ -724,16 +751,16 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
 
   off = &st->stats[0];
   if (level != LEVEL_OFF && off->valid)
-    e_off = off->exits_per_s;
+    e_off = pooled_rate (off);
   if (st->w_elapsed_ns < (double) dwell * 1000.0 || st->w_reads < MIN_READS)
     {
       LevelStats *cur = &st->stats[level + 1];
-      g_autofree char *f = cur->valid ? figures (e_off, cur->exits_per_s, level, NAN, NULL, NULL) : NULL;
+      g_autofree char *f = cur->valid ? figures (e_off, pooled_rate (cur), level, NAN, NULL, NULL) : NULL;
 
       verdict (out, TWED_AUTO_HOLD, level,
                g_strdup_printf ("dwell %.0f s of %u s at %s%s%s", st->w_elapsed_ns / 1e9, p->dwell_seconds, ln,
-                                f ? "; last " : "", f ? f : ""));
-      out->exits_per_s = cur->valid ? cur->exits_per_s : NAN;
+                                f ? "; so far " : "", f ? f : ""));
+      out->exits_per_s = cur->valid ? pooled_rate (cur) : NAN;
       out->prev_exits_per_s = e_off;
       goto done;
     }
@@ -750,9 +777,16 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     }
 
   /* A full window at this level: judge it, then start the next. */
-  e = st->w_time_ns > 0 ? st->w_exits / (st->w_time_ns / 1e9) : 0;
+  {
+    LevelStats *cur = &st->stats[level + 1];
+
+    cur->exits += st->w_exits;
+    cur->time_ns += st->w_time_ns;
+    cur->at = now;
+    cur->valid = TRUE;
+    e = pooled_rate (cur);
+  }
   shares = window_shares (st);
-  st->stats[level + 1] = (LevelStats) { e, now, TRUE };
   window_reset (st);
   out->exits_per_s = e;
   out->prev_exits_per_s = e_off;
@@ -795,6 +829,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     int step = left <= BIG_STEP_LEFT && left > 2 * p->min_gain ? 2 : 1;
     g_autofree char *dn = level_name (down);
     int up = MIN (level + step, top);
+    int below;
 
     /* The cost of the window is paid by whoever waits for the pCPU:
      * the VM's own vCPUs (a lock holder behind its spinner) or a
@@ -833,6 +868,18 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
        * one up. */
       verdict (out, TWED_AUTO_HOLD, level,
                g_strdup_printf ("%s, hold: more than half the margin", f));
+    else if (level < top && !cut_below (st, level, e, e_off, p->min_gain, &below))
+      {
+        /* The exits are still well above what is left to gain, but
+         * this level saved nothing more than the one below it: a longer
+         * window only costs.  Hold; stepping back on the same pooled
+         * figures would be stepping on noise. */
+        g_autofree char *bn = level_name (below);
+
+        verdict (out, TWED_AUTO_HOLD, level,
+                 g_strdup_printf ("%s, hold: exits stopped falling: %.0f %% of off's at %s, %.0f %% at %s", f,
+                                  e / e_off * 100, ln, pooled_rate (&st->stats[below + 1]) / e_off * 100, bn));
+      }
     else if (level < top)
       verdict (out, TWED_AUTO_STEP_UP, up, g_strdup_printf ("%s, step up to %d", f, up));
     else
