@@ -389,6 +389,46 @@ test_plan_protective_first (void)
     }
 }
 
+/* The back-off after a failed change (a step up the host refused) does
+ * not defer a step down to off, which the host always takes; a hold
+ * from min_change_interval still does. */
+static void
+test_plan_failure_hold (void)
+{
+  static const char doc[] = "{\"version\":1,\"name\":\"loop\",\"beyond\":{\"mode\":\"auto\",\"min\":1,\"max\":4}}";
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
+  for (int after_failure = 0; after_failure < 2; after_failure++)
+    {
+      g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+      TwedHost *h = twed_host_new ("h", "test:///x");
+      TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, NULL };
+      g_autoptr(TwedPlan) plan = NULL;
+      TwedDomain *d;
+      TwedPlanEntry *e;
+
+      h->reachable = TRUE;
+      h->support = TWED_SUPPORT_YES;
+      h->ncpus = 1;
+      d = add_dom (h, "vm", 2, NULL);
+      /* above the bounds: the step is down to off */
+      d->twed = (TwedSetting) { TWED_MODE_FIXED, 5, 5, 5 };
+      d->has_twed = TRUE;
+      d->hold = g_strdup (after_failure ? "its last change failed (3 in a row, next try in 240 s): EINVAL"
+                                        : "changed 10 s ago, min_change_interval 60 s");
+      d->hold_after_failure = after_failure;
+      twed_host_compute (h);
+      g_ptr_array_add (hosts, h);
+      plan = twed_plan_build (hosts, set, &o);
+      e = g_ptr_array_index (plan->entries, 0);
+      g_test_message ("%s: %s", twed_action_to_string (e->action), e->reason);
+      g_assert_cmpuint (e->auto_decision, ==, TWED_AUTO_STEP_DOWN);
+      g_assert_cmpuint (e->target.mode, ==, TWED_MODE_OFF);
+      g_assert_cmpuint (e->action, ==, after_failure ? TWED_ACTION_CHANGE : TWED_ACTION_DEFER);
+    }
+}
+
 static int
 cmp_name (gconstpointer a, gconstpointer b)
 {
@@ -425,5 +465,6 @@ main (int argc, char **argv)
   g_test_add_func ("/auto/plan/limits", test_plan_limits);
   g_test_add_func ("/auto/plan/single-run", test_plan_single_run);
   g_test_add_func ("/auto/plan/protective-first", test_plan_protective_first);
+  g_test_add_func ("/auto/plan/failure-hold", test_plan_failure_hold);
   return g_test_run ();
 }

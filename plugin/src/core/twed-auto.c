@@ -87,6 +87,10 @@ typedef struct {
   GHashTable *off_shares;   /* uuid -> Party of the last window at off */
   int ceiling;              /* highest level allowed until ceiling_until */
   gint64 ceiling_until;
+  int refused;              /* lowest level asked for and not in force after a dwell (the
+                             * host ceiling kvm-arm.twed_max), LEVEL_NONE = none */
+  gint64 refused_until;     /* it and the levels above are not asked for before */
+  gint64 refused_bar;       /* how long they were barred last time (usec) */
   int pending;              /* level last decided, LEVEL_NONE = none */
   gint64 pending_at;
 } VmState;
@@ -182,6 +186,7 @@ vm_state_new (void)
   st->level = LEVEL_NONE;
   st->pending = LEVEL_NONE;
   st->ceiling = TWED_DELAY_LIMIT;
+  st->refused = LEVEL_NONE;
   st->d_vcpus = g_array_new (FALSE, TRUE, sizeof (VcpuDelta));
   st->w_parties = parties_new ();
   st->off_shares = parties_new ();
@@ -420,6 +425,9 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
         st->stats[i].valid = FALSE;
       g_hash_table_remove_all (st->off_shares);
       window_reset (st);
+      /* Maybe another host, or another kernel command line. */
+      st->refused = LEVEL_NONE;
+      st->refused_bar = 0;
       st->advanced_at = sig->at;
     }
   else
@@ -704,6 +712,12 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     }
   if (st->pending == level)
     st->pending = LEVEL_NONE;
+  /* A refused level that is in force now was not the host's ceiling. */
+  if (st->refused != LEVEL_NONE && level >= st->refused)
+    {
+      st->refused = LEVEL_NONE;
+      st->refused_bar = 0;
+    }
   /* A step decided under other bounds (a policy reload, a band change)
    * or above a back-off ceiling set since is no longer one to ask for. */
   if (st->pending >= 0 &&
@@ -713,15 +727,24 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     {
       /* A decided step that did not happen within a dwell: refused (the
        * host ceiling kvm-arm.twed_max), failed, or held by the rate
-       * limits.  The levels from it stay barred for two dwells: long
-       * enough not to ask again at once, short enough that a step the
-       * rate limits only delayed is taken soon after. */
+       * limits.  The levels from it are barred for two dwells, twice as
+       * long each time the same level (or a lower one) is not taken
+       * again, up to the cooldown: a step the rate limits only delayed
+       * is taken soon after, while a host ceiling is asked about ever
+       * less often (each refusal also grows the failure back-off of
+       * the VM's changes). */
       if (now - st->pending_at >= dwell)
         {
           if (st->pending > level)
             {
-              st->ceiling = st->pending - 1;
-              st->ceiling_until = MAX (st->ceiling_until, now + 2 * dwell);
+              gint64 cap = MAX (2 * dwell, (gint64) p->cooldown_seconds * G_USEC_PER_SEC);
+
+              if (st->refused != LEVEL_NONE && st->pending >= st->refused)
+                st->refused_bar = MIN (2 * st->refused_bar, cap);
+              else
+                st->refused_bar = MIN (2 * dwell, cap);
+              st->refused = st->refused == LEVEL_NONE ? st->pending : MIN (st->refused, st->pending);
+              st->refused_until = now + st->refused_bar;
             }
           st->pending = LEVEL_NONE;
         }
@@ -793,6 +816,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   if (now >= st->ceiling_until)
     st->ceiling = TWED_DELAY_LIMIT;
   top = MIN (hi, st->ceiling);
+  if (st->refused != LEVEL_NONE && now < st->refused_until)
+    top = MIN (top, st->refused - 1);
 
   if (level == LEVEL_OFF)
     {
@@ -802,10 +827,15 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       /* What every later level is compared with. */
       g_hash_table_unref (st->off_shares);
       st->off_shares = g_steal_pointer (&shares);
-      if (top < lo)
+      if (top < lo && MIN (hi, st->ceiling) < lo)
         verdict (out, TWED_AUTO_HOLD, level,
                  g_strdup_printf ("wfe exits/s %.0f at off; %d and above barred for %" G_GINT64_FORMAT
                                   " s after a back-off", e, lo, (st->ceiling_until - now) / G_USEC_PER_SEC));
+      else if (top < lo)
+        verdict (out, TWED_AUTO_HOLD, level,
+                 g_strdup_printf ("wfe exits/s %.0f at off; %d not taken when asked (host ceiling?), asked again in %"
+                                  G_GINT64_FORMAT " s", e, st->refused,
+                                  (st->refused_until - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC));
       else if (e < EXITS_FLOOR)
         verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("wfe exits/s %.1f at off: nothing to save", e));
       else
@@ -826,7 +856,10 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     g_autofree char *f = NULL;
     int down = level == lo ? LEVEL_OFF : level - 1;
     double left = e_off > 0 ? e / e_off : 1;
-    int step = left <= BIG_STEP_LEFT && left > 2 * p->min_gain ? 2 : 1;
+    /* Never two levels to or past a level the host refused: it is
+     * asked about again only a level at a time. */
+    int step = (left <= BIG_STEP_LEFT && left > 2 * p->min_gain &&
+                (st->refused == LEVEL_NONE || level + 2 < st->refused)) ? 2 : 1;
     g_autofree char *dn = level_name (down);
     int up = MIN (level + step, top);
     int below;
@@ -882,9 +915,14 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       }
     else if (level < top)
       verdict (out, TWED_AUTO_STEP_UP, up, g_strdup_printf ("%s, step up to %d", f, up));
+    else if (level >= hi)
+      verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("%s, hold: at the bound", f));
+    else if (level >= MIN (hi, st->ceiling))
+      verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("%s, hold: at the back-off ceiling", f));
     else
       verdict (out, TWED_AUTO_HOLD, level,
-               g_strdup_printf ("%s, hold: %s", f, level >= hi ? "at the bound" : "at the back-off ceiling"));
+               g_strdup_printf ("%s, hold: %d not taken when asked (host ceiling?), asked again in %" G_GINT64_FORMAT
+                                " s", f, st->refused, (st->refused_until - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC));
   }
 
 done:

@@ -176,6 +176,8 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
                                bounds->min, bounds->max);
 }
 
+static gboolean is_protective (const TwedPlanEntry *e);
+
 static TwedPlanEntry *
 plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *set, TwedAuto *ctl)
 {
@@ -248,7 +250,11 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
           e->action = TWED_ACTION_KEEP;
           e->reason = g_strdup_printf ("ratio %.2f in band %s, %s", dom->ratio, e->band, why);
         }
-      else if (dom->hold)
+      /* A step down or to off is one the host always takes: the
+       * back-off after a failed change (a step up above the host's
+       * ceiling, say) must not keep a delay that costs more than it
+       * saves for up to an hour. */
+      else if (dom->hold && !(dom->hold_after_failure && is_protective (e)))
         {
           e->action = TWED_ACTION_DEFER;
           e->reason = g_strdup_printf ("ratio %.2f in band %s, %s; deferred: %s", dom->ratio, e->band, why,

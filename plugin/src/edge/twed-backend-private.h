@@ -138,7 +138,7 @@ void      backend_count_write (BackendHost *h);
  * its uuid (or name, from a driver without uuids). */
 void      backend_vm_changed (BackendHost *h, const char *key, const GError *error);
 /* Why the VM @key must not change now, NULL when it may. */
-char     *backend_vm_hold (BackendHost *h, const char *key);
+char     *backend_vm_hold (BackendHost *h, const char *key, gboolean *after_failure);
 /* @dom was set live to @s here: the tunable event that reports it is
  * the backend's own and prompts no pass. */
 void      backend_expect_own_change (BackendHost *h, virDomainPtr dom, const TwedSetting *s);

@@ -272,30 +272,39 @@ twed_backend_ungrant (TwedBackend *b, const TwedPlanEntry *en)
 }
 
 char *
-backend_vm_hold (BackendHost *h, const char *key)
+backend_vm_hold (BackendHost *h, const char *key, gboolean *after_failure)
 {
   TwedBackend *b = h->backend;
   guint min = BACKEND_OPT (b, min_change_interval);
   gint64 now = g_get_monotonic_time ();
-  char *hold = NULL;
+  char *failed = NULL, *recent = NULL;
   VmState *st;
   ChangeStamp *c;
 
   g_mutex_lock (&h->vm_lock);
   if ((st = g_hash_table_lookup (h->vms, key)) && st->retry_at > now)
-    hold = g_strdup_printf ("its last change failed (%u in a row, next try in %" G_GINT64_FORMAT " s): %s",
-                            st->failures, (st->retry_at - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC,
-                            st->error);
+    failed = g_strdup_printf ("its last change failed (%u in a row, next try in %" G_GINT64_FORMAT " s): %s",
+                              st->failures, (st->retry_at - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC,
+                              st->error);
   g_mutex_unlock (&h->vm_lock);
-  if (hold || !min)
-    return hold;
-  g_mutex_lock (&b->changes_lock);
-  if ((c = g_hash_table_lookup (b->changes, key)) && c->at && now - c->at < (gint64) min * G_USEC_PER_SEC)
-    hold = g_strdup_printf ("changed %" G_GINT64_FORMAT " s ago%s%s, min_change_interval %u s",
-                            (now - c->at) / G_USEC_PER_SEC, g_strcmp0 (c->host, h->name) ? " on " : "",
-                            g_strcmp0 (c->host, h->name) ? c->host : "", min);
-  g_mutex_unlock (&b->changes_lock);
-  return hold;
+  /* Both are asked: the planner may let a protective step through a
+   * failure back-off, never through min_change_interval. */
+  if (min)
+    {
+      g_mutex_lock (&b->changes_lock);
+      if ((c = g_hash_table_lookup (b->changes, key)) && c->at && now - c->at < (gint64) min * G_USEC_PER_SEC)
+        recent = g_strdup_printf ("changed %" G_GINT64_FORMAT " s ago%s%s, min_change_interval %u s",
+                                  (now - c->at) / G_USEC_PER_SEC, g_strcmp0 (c->host, h->name) ? " on " : "",
+                                  g_strcmp0 (c->host, h->name) ? c->host : "", min);
+      g_mutex_unlock (&b->changes_lock);
+    }
+  *after_failure = failed && !recent;
+  if (failed)
+    {
+      g_free (recent);
+      return failed;
+    }
+  return recent;
 }
 
 static BackendHost *
@@ -1087,7 +1096,7 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
       if (!copy->uuid)
         copy->uuid = g_strdup (uuid);
       g_free (copy->hold);
-      copy->hold = backend_vm_hold (h, uuid);
+      copy->hold = backend_vm_hold (h, uuid, &copy->hold_after_failure);
       /* The auto bands' signals come with the same call. */
       twed_domain_signals_free (copy->signals);
       copy->signals = copy->active ? twed_signals_from_record (r, g_get_monotonic_time ()) : NULL;

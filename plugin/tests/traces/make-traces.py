@@ -299,7 +299,9 @@ def ceiling():
     tr = Trace("ceiling", """A step the host refuses (above kvm-arm.twed_max = 3): the setting
 stays; after a dwell the controller stops asking and holds below for
 two dwells, then asks again (a step the rate limits only delayed goes
-through then).""", (2, 6), P)
+through then), and each time the same level is not taken it waits twice
+as long before asking again, up to the cooldown: over 20 dwells at the
+ceiling it asks 4 times, not every other dwell.""", (2, 6), P)
     a = Vm("vm", "00000000-0000-0000-0000-000000000012", 2, 2, "0-1", 0.5,
            table({-1: 1000, 2: 800, 3: 550, 4: 300}, {-1: 0.1}))
     a.setting = "off"
@@ -310,12 +312,22 @@ through then).""", (2, 6), P)
     a.setting = "fixed:3"
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
     tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:4", "step to 4 decided, not in force yet")
-    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "hold: at the back-off ceiling")
+    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "hold: 4 not taken when asked (host ceiling?), "
+                                      "asked again in 40 s")
     # barred for two dwells from t=80: asked again at t=120
     tr.read("host-a", [a]); tr.read("host-a", [a])
-    tr.expect(a, "hold", "fixed:3", "hold: at the back-off ceiling")
+    tr.expect(a, "hold", "fixed:3", "hold: 4 not taken when asked")
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "step-up", "fixed:4", "wfe exits/s 1000 at off → 550 at 3 (55 %), run-queue wait share +0.0 pts (vm 10.0 % → 10.0 %), step up to 4")
+    # refused again at t=140: four dwells (80 s), asked at t=220; then the
+    # cooldown (100 s) caps the bar: asked at t=340, t=460
+    asks = {220: "fixed:4", 340: "fixed:4", 460: "fixed:4"}
+    while tr.t < 500:
+        tr.read("host-a", [a])
+        if tr.t in asks:
+            tr.expect(a, "step-up", asks[tr.t])
+        elif tr.t % 20 == 0:
+            tr.expect(a, "hold", "fixed:3")
     a.setting = "dynamic:3"
     tr.read("host-a", [a]); tr.expect(a, "step-down", "off", "outside the auto bounds 2..6")
     tr.write()
