@@ -170,6 +170,8 @@ test_trace (gconstpointer data)
                 params.stale_seconds = (guint) v;
               else if (g_str_equal (kv[0], "cooldown"))
                 params.cooldown_seconds = (guint) v;
+              else if (g_str_equal (kv[0], "baseline"))
+                params.baseline_seconds = (guint) v;
               else
                 g_error ("%s: unknown parameter %s", path, kv[0]);
             }

@@ -32,10 +32,10 @@ policy_check (int argc, char **argv)
            * typo in its tuning shows before a fleet runs on it. */
           if (nauto)
             autos = g_strdup_printf ("; %u auto band(s) for twedd: dwell %u s, run-queue wait share margin %.0f pts, "
-                                     "min gain %.0f %%, stale after %u s, cooldown %u s",
+                                     "min gain %.0f %%, stale after %u s, cooldown %u s, off again after %u s",
                                      nauto, pol->auto_params.dwell_seconds, pol->auto_params.wait_margin * 100,
                                      pol->auto_params.min_gain * 100, pol->auto_params.stale_seconds,
-                                     pol->auto_params.cooldown_seconds);
+                                     pol->auto_params.cooldown_seconds, pol->auto_params.baseline_seconds);
           line = g_strdup_printf ("%s: ok (name %s, priority %d, %u band(s), %s%s)\n", argv[i],
                                   pol->name, pol->priority, pol->bands->len,
                                   twed_policy_specificity (pol) ? "selective" : "matches every VM",

@@ -2,6 +2,7 @@
 #include "twed-auto.h"
 
 #include <math.h>
+#include <string.h>
 
 /* A window is judged on at least this many reads: one delta alone may
  * be a single scheduling burst. */
@@ -85,6 +86,7 @@ typedef struct {
   GHashTable *w_parties;    /* uuid -> Party: the VM and its co-runners */
   LevelStats stats[TWED_DELAY_LIMIT + 2]; /* by level + 1 */
   GHashTable *off_shares;   /* uuid -> Party of the last window at off */
+  GArray *off_pcpus;        /* the VM's pCPUs then (sorted), NULL = all */
   int ceiling;              /* highest level allowed until ceiling_until */
   gint64 ceiling_until;
   int refused;              /* lowest level asked for and not in force after a dwell (the
@@ -119,6 +121,10 @@ twed_auto_params_init (TwedAutoParams *p)
   p->dwell_seconds = 120;
   p->stale_seconds = 300;
   p->cooldown_seconds = 1800;
+  /* Three cooldowns: a workload changes phase over hours, and a window
+   * at off every 90 min costs about 2 % of the time at the default
+   * dwell. */
+  p->baseline_seconds = 5400;
 }
 
 const char *
@@ -169,6 +175,8 @@ vm_state_free (VmState *st)
     g_ptr_array_unref (st->vcpu_pcpus);
   g_hash_table_unref (st->w_parties);
   g_hash_table_unref (st->off_shares);
+  if (st->off_pcpus)
+    g_array_unref (st->off_pcpus);
   if (st->prev)
     g_array_unref (st->prev);
   if (st->pcpus)
@@ -314,6 +322,37 @@ domain_pcpus (const TwedDomain *dom)
       g_array_append_val (out, c);
     }
   return out;
+}
+
+static int
+cmp_guint (gconstpointer a, gconstpointer b)
+{
+  guint x = *(const guint *) a, y = *(const guint *) b;
+
+  return x < y ? -1 : x > y;
+}
+
+static GArray *
+pcpus_sorted (GArray *a)
+{
+  GArray *out;
+
+  if (!a)
+    return NULL;
+  out = twed_cpuset_copy (a);
+  g_array_sort (out, cmp_guint);
+  return out;
+}
+
+static gboolean
+pcpus_equal (GArray *a, GArray *b)
+{
+  g_autoptr(GArray) sa = pcpus_sorted (a);
+  g_autoptr(GArray) sb = pcpus_sorted (b);
+
+  if (!sa || !sb)
+    return !sa && !sb;
+  return sa->len == sb->len && memcmp (sa->data, sb->data, sa->len * sizeof (guint)) == 0;
 }
 
 static gboolean
@@ -632,6 +671,28 @@ wait_rise (GHashTable *now, GHashTable *off, const Party **who_now, const Party 
   return rise;
 }
 
+/* Why the reference at off no longer holds for a window at another
+ * level with wait shares @shares, or NULL. */
+static char *
+reference_stale (VmState *st, GHashTable *shares, gint64 now, const TwedAutoParams *p)
+{
+  GHashTableIter it;
+  const char *uuid;
+  Party *party;
+
+  g_hash_table_iter_init (&it, shares);
+  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &party))
+    if (!g_hash_table_contains (st->off_shares, uuid))
+      return g_strdup_printf ("new co-runner %s (run-queue wait share %.1f %%) since off was measured", party->name,
+                              party->share * 100);
+  if (!pcpus_equal (st->pcpus, st->off_pcpus))
+    return g_strdup ("its pCPUs changed since off was measured");
+  if (p->baseline_seconds && now - st->stats[0].at > (gint64) p->baseline_seconds * G_USEC_PER_SEC)
+    return g_strdup_printf ("off measured %" G_GINT64_FORMAT " s ago, more than %u s", (now - st->stats[0].at) / G_USEC_PER_SEC,
+                            p->baseline_seconds);
+  return NULL;
+}
+
 /* Whether @level (pooled exits/s @e) cut the exits by at least
  * @min_gain of off's (@e_off) against the nearest level below it that
  * was measured since the reference (the one it came from on the way
@@ -827,6 +888,9 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       /* What every later level is compared with. */
       g_hash_table_unref (st->off_shares);
       st->off_shares = g_steal_pointer (&shares);
+      if (st->off_pcpus)
+        g_array_unref (st->off_pcpus);
+      st->off_pcpus = pcpus_sorted (st->pcpus);
       if (top < lo && MIN (hi, st->ceiling) < lo)
         verdict (out, TWED_AUTO_HOLD, level,
                  g_strdup_printf ("wfe exits/s %.0f at off; %d and above barred for %" G_GINT64_FORMAT
@@ -851,6 +915,23 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                                 e, ln));
       goto done;
     }
+  {
+    /* Everything after rests on the reference at off: measure it again
+     * when it no longer describes the VM's surroundings (a co-runner
+     * that was not running then has no share to compare with, other
+     * pCPUs have other co-runners) or its workload (a phase change
+     * hours later).  Not a back-off: no cooldown. */
+    g_autofree char *stale = reference_stale (st, shares, now, p);
+
+    if (stale)
+      {
+        for (guint i = 0; i < G_N_ELEMENTS (st->stats); i++)
+          st->stats[i] = (LevelStats) { 0 };
+        verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
+                 g_strdup_printf ("wfe exits/s %.0f at %s, %s: step down to off, measuring off again", e, ln, stale));
+        goto done;
+      }
+  }
   {
     const Party *who_now, *who_off;
     g_autofree char *f = NULL;

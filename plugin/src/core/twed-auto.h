@@ -24,6 +24,7 @@ typedef struct {
   guint dwell_seconds;    /* minimum time (and two reads) at a setting before judging it */
   guint stale_seconds;    /* signals older than this: fall back to off */
   guint cooldown_seconds; /* after a back-off, the levels above stay barred */
+  guint baseline_seconds; /* a reference at off older than this is measured again, 0 = never */
 } TwedAutoParams;
 
 void twed_auto_params_init (TwedAutoParams *params);

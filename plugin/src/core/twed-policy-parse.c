@@ -473,7 +473,7 @@ static gboolean
 parse_auto (JsonNode *node, const char *path, TwedAutoParams *ap, GError **error)
 {
   static const char *const allowed[] = {
-    "wait_margin", "min_gain", "dwell_seconds", "stale_seconds", "cooldown_seconds", NULL
+    "wait_margin", "min_gain", "dwell_seconds", "stale_seconds", "cooldown_seconds", "baseline_seconds", NULL
   };
   JsonObject *obj;
 
@@ -484,7 +484,8 @@ parse_auto (JsonNode *node, const char *path, TwedAutoParams *ap, GError **error
       !get_fraction (obj, "min_gain", path, 0, 1, &ap->min_gain, error) ||
       !get_seconds (obj, "dwell_seconds", path, 1, 86400, &ap->dwell_seconds, error) ||
       !get_seconds (obj, "stale_seconds", path, 1, 86400, &ap->stale_seconds, error) ||
-      !get_seconds (obj, "cooldown_seconds", path, 0, 604800, &ap->cooldown_seconds, error))
+      !get_seconds (obj, "cooldown_seconds", path, 0, 604800, &ap->cooldown_seconds, error) ||
+      !get_seconds (obj, "baseline_seconds", path, 0, 604800, &ap->baseline_seconds, error))
     return FALSE;
   return TRUE;
 }

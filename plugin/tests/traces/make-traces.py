@@ -376,6 +376,41 @@ changes.""", (2, 14), P)
     tr.write()
 
 
+def newneigh():
+    tr = Trace("newneigh", """A co-runner that starts after the reference at off: the lock VM has
+settled at 2 (no more than a tenth of off's exits left) when a
+neighbour starts on its pCPU and waits 60 % of its runnable time.  It
+has no share at off to compare with, so after its first full window
+auto measures off again (no cooldown) and then climbs against a
+reference that includes it.  A reference older than baseline_seconds
+is measured again likewise.""", (2, 6), dict(P, baseline=200))
+    v = Vm("lock", "00000000-0000-0000-0000-0000000000b1", 3, 2, "0", 1.0, table({-1: 1000, 2: 50}, {-1: 0.30}))
+    n = Vm("neigh", "00000000-0000-0000-0000-0000000000b2", 4, 1, "0", 1.0, table({-1: 0}, {-1: 0.60}))
+    first_read(tr, "host-b", [v]); tr.expect(v, "baseline", "off")
+    tr.read("host-b", [v]); tr.read("host-b", [v]); tr.expect(v, "step-up", "fixed:2")
+    v.setting = "fixed:2"
+    tr.read("host-b", [v]); tr.read("host-b", [v]); tr.expect(v, "hold", "fixed:2", "no more than 10 %")
+    # t=40: the neighbour starts; its first full window with the lock VM ends at t=60
+    tr.read("host-b", [v, n]); tr.expect(v, "hold", "fixed:2", "dwell")
+    tr.read("host-b", [v, n])
+    tr.expect(v, "step-down", "off", "wfe exits/s 50 at 2, new co-runner neigh (run-queue wait share 60.0 %) since off "
+              "was measured: step down to off, measuring off again")
+    v.setting = "off"
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
+    tr.expect(v, "step-up", "fixed:2", "wfe exits/s 1000 at off")
+    v.setting = "fixed:2"
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
+    tr.expect(v, "hold", "fixed:2", "run-queue wait share +0.0 pts (neigh 60.0 % → 60.0 %), hold: no more than 10 %")
+    # off was last measured at t=80: at t=300 it is 220 s old, more than 200
+    for _ in range(18):
+        tr.read("host-b", [v, n])
+    tr.expect(v, "hold", "fixed:2", "no more than 10 %")
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
+    tr.expect(v, "step-down", "off", "wfe exits/s 50 at 2, off measured 220 s ago, more than 200 s: step down to off, "
+              "measuring off again")
+    tr.write()
+
+
 def narrowed():
     tr = Trace("narrowed", """Bounds narrowed while a step is pending: a step to 4 decided under
 2..6 and not in force yet is dropped when a policy reload makes the
@@ -545,6 +580,6 @@ before, where the share rose by 27 points); the next window rises by
 
 
 if __name__ == "__main__":
-    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, plateau, narrowed, incoming,
+    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, plateau, newneigh, narrowed, incoming,
               apart, handover, spinner2):
         f()
