@@ -411,6 +411,27 @@ is measured again likewise.""", (2, 6), dict(P, baseline=200))
     tr.write()
 
 
+def clamp():
+    tr = Trace("clamp", """A two-level step one level below the bound: the setting at 4 left
+40 % of off's exits (a step of two), the bound is 5: the step is
+clamped to 5, never past the bound (twedd asserts that the controller
+asks only for levels within it), and auto holds there.""", (2, 5), P)
+    v = Vm("vm", "00000000-0000-0000-0000-0000000000c1", 2, 2, "0-1", 0.5,
+           table({-1: 1000, 2: 800, 3: 550, 4: 400, 5: 300}, {-1: 0.1}))
+    first_read(tr, "host-a", [v])
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:2")
+    for lvl, up in ((2, 3), (3, 4)):
+        v.setting = f"fixed:{lvl}"
+        tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", f"fixed:{up}")
+    v.setting = "fixed:4"
+    tr.read("host-a", [v]); tr.read("host-a", [v])
+    tr.expect(v, "step-up", "fixed:5", "wfe exits/s 1000 at off → 400 at 4 (40 %), run-queue wait share +0.0 pts "
+              "(vm 10.0 % → 10.0 %), step up to 5")
+    v.setting = "fixed:5"
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "hold", "fixed:5", "hold: at the bound")
+    tr.write()
+
+
 def narrowed():
     tr = Trace("narrowed", """Bounds narrowed while a step is pending: a step to 4 decided under
 2..6 and not in force yet is dropped when a policy reload makes the
@@ -580,6 +601,6 @@ before, where the share rose by 27 points); the next window rises by
 
 
 if __name__ == "__main__":
-    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, plateau, newneigh, narrowed, incoming,
+    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, narrowed, incoming,
               apart, handover, spinner2):
         f()
