@@ -29,6 +29,7 @@ test_errors (void)
     { HEAD "\"match\":{\"metadata\":[{\"namespace\":\"u\"}]},\"beyond\":{\"mode\":\"off\"}}", "$.match.metadata[0]: missing required member 'element'" },
     { HEAD "\"max_changes_per_cycle\":{\"host\":0},\"beyond\":{\"mode\":\"off\"}}", "$.max_changes_per_cycle.host: must be in 1..100000" },
     { HEAD "\"hysteresis\":3,\"beyond\":{\"mode\":\"off\"}}", "$.hysteresis: must be in 0..2" },
+    { HEAD "\"beyond\":{\"mode\":\"off\"},\"auto\":{\"min_gain\":0.5}}", "$.auto.min_gain: must be below 0.5, got 0.5" },
     { "{\"version\":1,\"name\":\"a b\",\"beyond\":{\"mode\":\"off\"}}", "$.name: 'a b' may only contain" },
     { HEAD "\"beyond\":{\"mode\":\"off\"},}", "JSON syntax error at line 1 column" },
     { "", "JSON syntax error" },

@@ -487,6 +487,15 @@ parse_auto (JsonNode *node, const char *path, TwedAutoParams *ap, GError **error
       !get_seconds (obj, "cooldown_seconds", path, 0, 604800, &ap->cooldown_seconds, error) ||
       !get_seconds (obj, "baseline_seconds", path, 0, 604800, &ap->baseline_seconds, error))
     return FALSE;
+  /* A step up needs more than min_gain and no more than 1 - min_gain
+   * of off's exits left: from 0.5 on, no level could ever be tried. */
+  if (ap->min_gain >= 0.5)
+    {
+      g_autofree char *p = member_path (path, "min_gain");
+
+      return bad (error, p, "must be below 0.5, got %g: a step up needs more than min_gain and at most "
+                  "1 - min_gain of off's exits left", ap->min_gain);
+    }
   return TRUE;
 }
 
