@@ -301,7 +301,7 @@ test_plan_limits (void)
   g_assert_cmpuint (deferred, ==, 1);
   json = twed_plan_to_json (plan, FALSE);
   g_assert_nonnull (strstr (json, "\"auto\":{\"min\":1,\"max\":4,\"decision\":\"step-up\",\"wfe_exits_per_s\":1000,"
-                                  "\"prev_wfe_exits_per_s\":null,\"runqueue_wait_change\":null}"));
+                                  "\"off_wfe_exits_per_s\":1000,\"runqueue_wait_change\":null}"));
 }
 
 /* twedctl has no history: in-bounds fixed and off stay, the rest goes off. */

@@ -738,7 +738,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   int top;
   g_autofree char *ln = level_name (level);
 
-  out->exits_per_s = out->prev_exits_per_s = out->wait_change = NAN;
+  out->exits_per_s = out->off_exits_per_s = out->wait_change = NAN;
   out->reason = NULL;
   g_mutex_lock (&ctl->lock);
   {
@@ -845,7 +845,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                g_strdup_printf ("dwell %.0f s of %u s at %s%s%s", st->w_elapsed_ns / 1e9, p->dwell_seconds, ln,
                                 f ? "; so far " : "", f ? f : ""));
       out->exits_per_s = cur->valid ? pooled_rate (cur) : NAN;
-      out->prev_exits_per_s = e_off;
+      out->off_exits_per_s = e_off;
       goto done;
     }
 
@@ -869,11 +869,14 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     cur->at = now;
     cur->valid = TRUE;
     e = pooled_rate (cur);
+    /* At off the figure just measured is the reference itself. */
+    if (level == LEVEL_OFF)
+      e_off = e;
   }
   shares = window_shares (st);
   window_reset (st);
   out->exits_per_s = e;
-  out->prev_exits_per_s = e_off;
+  out->off_exits_per_s = e_off;
   if (now >= st->ceiling_until)
     st->ceiling = TWED_DELAY_LIMIT;
   top = MIN (hi, st->ceiling);

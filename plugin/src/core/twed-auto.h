@@ -44,7 +44,7 @@ typedef struct {
   TwedAutoDecision decision;
   TwedSetting target;     /* off or fixed */
   double exits_per_s;     /* WFE exits per second of vCPU time at the current setting, pooled */
-  double prev_exits_per_s;/* the same at off, which the setting is judged against */
+  double off_exits_per_s; /* the same at off, which the setting is judged against */
   double wait_change;     /* largest rise of a wait share (VM or co-located) over off, fraction */
   char *reason;
 } TwedAutoVerdict;

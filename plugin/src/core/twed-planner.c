@@ -157,7 +157,7 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
       e->target = v.target;
       e->auto_decision = v.decision;
       e->auto_exits_per_s = v.exits_per_s;
-      e->auto_prev_exits_per_s = v.prev_exits_per_s;
+      e->auto_off_exits_per_s = v.off_exits_per_s;
       e->auto_wait_change = v.wait_change;
       e->reason = g_strdup_printf ("auto %u..%u: %s", bounds->min, bounds->max, v.reason);
       twed_auto_verdict_clear (&v);
@@ -196,7 +196,7 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
   e->current = dom->twed;
   twed_setting_normalize (&e->current);
   e->target = e->current;
-  e->auto_exits_per_s = e->auto_prev_exits_per_s = e->auto_wait_change = NAN;
+  e->auto_exits_per_s = e->auto_off_exits_per_s = e->auto_wait_change = NAN;
 
   pol = twed_policy_set_lookup (set, host->name, dom);
   e->policy = g_strdup (pol->name);

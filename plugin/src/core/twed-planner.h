@@ -44,7 +44,7 @@ typedef struct {
   TwedSetting auto_bounds;
   TwedAutoDecision auto_decision;
   double auto_exits_per_s;
-  double auto_prev_exits_per_s;
+  double auto_off_exits_per_s;
   double auto_wait_change;
 } TwedPlanEntry;
 
