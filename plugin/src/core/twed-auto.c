@@ -739,6 +739,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   g_autofree char *ln = level_name (level);
 
   out->exits_per_s = out->off_exits_per_s = out->wait_change = NAN;
+  out->waiting = FALSE;
   out->reason = NULL;
   g_mutex_lock (&ctl->lock);
   {
@@ -815,6 +816,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
 
           verdict (out, TWED_AUTO_HOLD, level,
                    g_strdup_printf ("step to %s decided, not in force yet (at %s)", pn, ln));
+          out->waiting = TRUE;
           out->target = setting_of (st->pending);
           goto done;
         }
@@ -845,6 +847,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                g_strdup_printf ("dwell %.0f s of %u s at %s%s%s", st->w_elapsed_ns / 1e9, p->dwell_seconds, ln,
                                 f ? "; so far " : "", f ? f : ""));
       out->exits_per_s = cur->valid ? pooled_rate (cur) : NAN;
+      out->waiting = TRUE;
       out->off_exits_per_s = e_off;
       goto done;
     }

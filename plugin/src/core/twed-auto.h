@@ -46,6 +46,7 @@ typedef struct {
   double exits_per_s;     /* WFE exits per second of vCPU time at the current setting, pooled */
   double off_exits_per_s; /* the same at off, which the setting is judged against */
   double wait_change;     /* largest rise of a wait share (VM or co-located) over off, fraction */
+  gboolean waiting;       /* a hold that only waits for time to pass (a dwell, a decided step) */
   char *reason;
 } TwedAutoVerdict;
 

@@ -159,6 +159,7 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
       e->auto_exits_per_s = v.exits_per_s;
       e->auto_off_exits_per_s = v.off_exits_per_s;
       e->auto_wait_change = v.wait_change;
+      e->auto_waiting = v.waiting;
       e->reason = g_strdup_printf ("auto %u..%u: %s", bounds->min, bounds->max, v.reason);
       twed_auto_verdict_clear (&v);
       return;

@@ -46,6 +46,7 @@ typedef struct {
   double auto_exits_per_s;
   double auto_off_exits_per_s;
   double auto_wait_change;
+  gboolean auto_waiting;  /* the decision only waits (dwell, a step not in force yet) */
 } TwedPlanEntry;
 
 typedef struct {
