@@ -93,6 +93,8 @@ typedef struct {
                              * host ceiling kvm-arm.twed_max), LEVEL_NONE = none */
   gint64 refused_until;     /* it and the levels above are not asked for before */
   gint64 refused_bar;       /* how long they were barred last time (usec) */
+  guint uncut;              /* judged windows in a row at this level that did not cut the
+                             * exits by min_gain of off's */
   int pending;              /* level last decided, LEVEL_NONE = none */
   gint64 pending_at;
 } VmState;
@@ -541,6 +543,7 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
           gboolean decided = level == st->pending;
 
           st->level = level;
+          st->uncut = 0;
           window_reset (st);
           if (!decided)
             continue;
@@ -965,7 +968,19 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
      * window of a few reads of a lock-heavy guest varies by half or
      * more at one setting, more than one level changes it, while the
      * cut from off (a larger, steadier rate) is clear at once. */
-    if (wait_change > p->wait_margin || left > 1 - p->min_gain)
+    /* Hysteresis on the exits: one window that did not cut them (the
+     * first window at a level is a few reads, and a step down costs the
+     * cooldown) is judged again; two in a row, or more exits than at
+     * off, are not noise. */
+    if (left > 1 - p->min_gain)
+      st->uncut++;
+    else
+      st->uncut = 0;
+    if (wait_change <= p->wait_margin && left <= 1 && st->uncut == 1)
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: exits not cut by %.0f %% of off's in one window, judging again", f,
+                                p->min_gain * 100));
+    else if (wait_change > p->wait_margin || left > 1 - p->min_gain)
       {
         /* The window costs more than it saves, or saves nothing: back
          * off and keep this level and above barred for the cooldown

@@ -208,12 +208,15 @@ cooldown.""", (2, 6), P)
 def flat():
     tr = Trace("flat", """Exits that a setting does not cut by min_gain of those at off, and
 exits that a setting raises above off's (fixed:4 gave more exits than
-off on the emulator): a step down each time.""", (2, 4), P)
+off on the emulator): a step down after two windows in a row that did
+not cut them, at once when there are more than at off.""", (2, 4), P)
     a = Vm("flat", "00000000-0000-0000-0000-00000000000e", 1, 2, "0-1", 0.5,
            table({-1: 600, 2: 580, 3: 700}, {-1: 0.1}))
     first_read(tr, "host-a", [a]); tr.expect(a, "baseline", "off")
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
     a.setting = "fixed:2"
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "hold", "fixed:2", "wfe exits/s 600 at off → 580 at 2 (97 %), run-queue wait share +0.0 pts (flat 10.0 % → 10.0 %), hold: exits not cut by 10 % of off's in one window, judging again")
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "step-down", "off", "wfe exits/s 600 at off → 580 at 2 (97 %), run-queue wait share +0.0 pts (flat 10.0 % → 10.0 %), exits not cut by 10 % of off's, step down to off")
     # set by hand to 3 instead: the controller continues from there
@@ -221,6 +224,32 @@ off on the emulator): a step down each time.""", (2, 4), P)
     tr.read("host-a", [a]); tr.expect(a, "hold", "off", "step to off decided, not in force yet")
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "step-down", "fixed:2", "wfe exits/s 600 at off → 700 at 3 (117 %), run-queue wait share +0.0 pts (flat 10.0 % → 10.0 %), exits not cut by 10 % of off's, step down to 2")
+    tr.write()
+
+
+def noisy():
+    tr = Trace("noisy", """One noisy window at the first level: its two reads leave 95 % of off's
+exits, the next ones 40 %.  A single window that did not cut the exits
+is judged again rather than stepped down from (which would cost the
+cooldown at off); pooled with the next window the level has cut them,
+and auto steps up.""", (2, 6), P)
+    seen = {"n": 0}
+
+    def model(level):
+        if level == 2:
+            seen["n"] += 1
+            return (950 if seen["n"] <= 2 else 400), 0.1
+        return {-1: 1000, 3: 300, 4: 250}.get(level, 250), 0.1
+    a = Vm("noisy", "00000000-0000-0000-0000-00000000001b", 1, 2, "0-1", 0.5, model)
+    first_read(tr, "host-a", [a]); tr.expect(a, "baseline", "off")
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
+    a.setting = "fixed:2"
+    tr.never(a, "step-down")
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "hold", "fixed:2", "wfe exits/s 1000 at off → 950 at 2 (95 %), run-queue wait share +0.0 pts "
+              "(noisy 10.0 % → 10.0 %), hold: exits not cut by 10 % of off's in one window, judging again")
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "step-up", "fixed:3", "wfe exits/s 1000 at off → 675 at 2 (68 %)")
     tr.write()
 
 
@@ -601,6 +630,6 @@ before, where the share rose by 27 points); the next window rises by
 
 
 if __name__ == "__main__":
-    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, narrowed, incoming,
+    for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
               apart, handover, spinner2):
         f()
