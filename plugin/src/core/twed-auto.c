@@ -13,12 +13,13 @@
 /* vCPU time below this fraction of the window: not judged. */
 #define IDLE_FRACTION 0.01
 /* A step up is two levels when the setting left at most this share of
- * the exits at off (the exits clearly follow the window, not the
- * noise) and more than twice min_gain of them.  Each level doubles the
- * window; where exits fall with it (4 vCPUs on 2 pCPUs, fixed 6 to 12)
- * a level left 0.5 to 0.8 of the exits of the one below, so two levels
- * from above twice min_gain go at most one level past where a step of
- * one would have stopped. */
+ * the exits at off and more than twice min_gain of them.  Below half,
+ * the cut is larger than the spread of a window of a few reads at one
+ * setting (half or more in a lock-heavy guest), so the exits follow the
+ * window, not the noise, and skipping a level saves a dwell on a climb
+ * that will go on; above it, single steps, so a cut that is noise does
+ * not buy two levels at once.  The level skipped is not measured: a
+ * step down from the level reached lands on it. */
 #define BIG_STEP_LEFT 0.5
 /* A modular difference above this is a counter that went back (a new
  * process), not one that wrapped. */
@@ -146,6 +147,22 @@ twed_auto_decision_to_string (TwedAutoDecision d)
     default:
       return "hold";
     }
+}
+
+gboolean
+twed_auto_decision_from_string (const char *str, TwedAutoDecision *decision)
+{
+  static const TwedAutoDecision all[] = {
+    TWED_AUTO_HOLD, TWED_AUTO_STEP_UP, TWED_AUTO_STEP_DOWN, TWED_AUTO_FALLBACK, TWED_AUTO_BASELINE,
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (all); i++)
+    if (g_strcmp0 (str, twed_auto_decision_to_string (all[i])) == 0)
+      {
+        *decision = all[i];
+        return TRUE;
+      }
+  return FALSE;
 }
 
 void
@@ -950,7 +967,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
      * asked about again only a level at a time. */
     int step = (left <= BIG_STEP_LEFT && left > 2 * p->min_gain &&
                 (st->refused == LEVEL_NONE || level + 2 < st->refused)) ? 2 : 1;
-    g_autofree char *dn = level_name (down);
+    g_autofree char *dn = NULL;
     int up = MIN (level + step, top);
     int below;
 
@@ -982,6 +999,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                                 p->min_gain * 100));
     else if (wait_change > p->wait_margin || left > 1 - p->min_gain)
       {
+        dn = level_name (down);
         /* The window costs more than it saves, or saves nothing: back
          * off and keep this level and above barred for the cooldown
          * (no flapping). */
@@ -991,8 +1009,9 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
           verdict (out, TWED_AUTO_STEP_DOWN, down, g_strdup_printf ("%s, above the margin, step down to %s", f, dn));
         else
           verdict (out, TWED_AUTO_STEP_DOWN, down,
-                   g_strdup_printf ("%s, exits not cut by %.0f %% of off's, step down to %s", f,
-                                    p->min_gain * 100, dn));
+                   e_off > 0 ? g_strdup_printf ("%s, exits not cut by %.0f %% of off's, step down to %s", f,
+                                                p->min_gain * 100, dn)
+                             : g_strdup_printf ("%s, nothing to save at off: step down to %s", f, dn));
       }
     else if (left <= p->min_gain)
       verdict (out, TWED_AUTO_HOLD, level,
@@ -1019,8 +1038,14 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       verdict (out, TWED_AUTO_STEP_UP, up, g_strdup_printf ("%s, step up to %d", f, up));
     else if (level >= hi)
       verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("%s, hold: at the bound", f));
-    else if (level >= MIN (hi, st->ceiling))
+    else if (level == MIN (hi, st->ceiling))
       verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("%s, hold: at the back-off ceiling", f));
+    else if (level > MIN (hi, st->ceiling))
+      /* Set by hand, or a step down not taken: within the margin, it
+       * is not worth a change of its own, but nothing above it. */
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: above the back-off ceiling %d (a step down not taken, or set by hand)", f,
+                                st->ceiling));
     else
       verdict (out, TWED_AUTO_HOLD, level,
                g_strdup_printf ("%s, hold: %d not taken when asked (host ceiling?), asked again in %" G_GINT64_FORMAT

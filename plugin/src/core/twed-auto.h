@@ -38,6 +38,8 @@ typedef enum {
 } TwedAutoDecision;
 
 const char *twed_auto_decision_to_string (TwedAutoDecision decision);
+/* The decision twed_auto_decision_to_string() names @str; FALSE when none. */
+gboolean    twed_auto_decision_from_string (const char *str, TwedAutoDecision *decision);
 
 /* One decision with the figures it rests on (NAN where not known). */
 typedef struct {
