@@ -759,7 +759,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   g_autofree char *ln = level_name (level);
 
   out->exits_per_s = out->off_exits_per_s = out->wait_change = NAN;
-  out->waiting = FALSE;
+  out->waiting = out->protective = FALSE;
   out->reason = NULL;
   g_mutex_lock (&ctl->lock);
   {
@@ -773,6 +773,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
                g_strdup_printf ("signals missing (%s): off",
                                 st && st->missing ? st->missing : "not read on this host"));
+      out->protective = TRUE;
       goto done;
     }
   now = dom->signals->at;
@@ -781,6 +782,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
                g_strdup_printf ("signals stale (vCPU time unchanged for %" G_GINT64_FORMAT " s): off",
                                 (now - st->advanced_at) / G_USEC_PER_SEC));
+      out->protective = TRUE;
       goto done;
     }
   if (level == LEVEL_OTHER || level > hi || (level >= 0 && level < lo))
@@ -790,6 +792,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
                g_strdup_printf ("%s is outside the auto bounds %u..%u: off, to measure from there",
                                 cur, bounds->min, bounds->max));
+      out->protective = TRUE;
       goto done;
     }
   if (st->pending == level)
@@ -939,6 +942,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
                g_strdup_printf ("wfe exits/s %.0f at %s, nothing measured at off to compare with: step down to off",
                                 e, ln));
+      out->protective = TRUE;
       goto done;
     }
   {
@@ -955,6 +959,9 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
           st->stats[i] = (LevelStats) { 0 };
         verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
                  g_strdup_printf ("wfe exits/s %.0f at %s, %s: step down to off, measuring off again", e, ln, stale));
+        /* A co-runner not measured at off may be paying for the window;
+         * an old reference alone costs nobody. */
+        out->protective = !g_str_has_prefix (stale, "off measured");
         goto done;
       }
   }
@@ -1006,7 +1013,11 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
         st->ceiling = level - 1;
         st->ceiling_until = now + (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
         if (wait_change > p->wait_margin)
-          verdict (out, TWED_AUTO_STEP_DOWN, down, g_strdup_printf ("%s, above the margin, step down to %s", f, dn));
+          {
+            verdict (out, TWED_AUTO_STEP_DOWN, down,
+                     g_strdup_printf ("%s, above the margin, step down to %s", f, dn));
+            out->protective = TRUE;
+          }
         else
           verdict (out, TWED_AUTO_STEP_DOWN, down,
                    e_off > 0 ? g_strdup_printf ("%s, exits not cut by %.0f %% of off's, step down to %s", f,

@@ -49,6 +49,8 @@ typedef struct {
   double off_exits_per_s; /* the same at off, which the setting is judged against */
   double wait_change;     /* largest rise of a wait share (VM or co-located) over off, fraction */
   gboolean waiting;       /* a hold that only waits for time to pass (a dwell, a decided step) */
+  gboolean protective;    /* a step down or to off that undoes a cost (a wait share above the
+                           * margin, a co-runner not measured) or a setting nothing measures */
   char *reason;
 } TwedAutoVerdict;
 

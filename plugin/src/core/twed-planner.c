@@ -160,6 +160,7 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
       e->auto_off_exits_per_s = v.off_exits_per_s;
       e->auto_wait_change = v.wait_change;
       e->auto_waiting = v.waiting;
+      e->auto_protective = v.protective;
       e->reason = g_strdup_printf ("auto %u..%u: %s", bounds->min, bounds->max, v.reason);
       twed_auto_verdict_clear (&v);
       return;
@@ -172,12 +173,18 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
     {
       e->target = (TwedSetting) { TWED_MODE_OFF, 0, 0, 0 };
       e->auto_decision = TWED_AUTO_STEP_DOWN;
+      e->auto_protective = TRUE;
     }
   e->reason = g_strdup_printf ("auto %u..%u: a single run has no signal history; twedd moves the delay",
                                bounds->min, bounds->max);
 }
 
-static gboolean is_protective (const TwedPlanEntry *e);
+/* An auto step down or to off: the host always takes a lower delay. */
+static gboolean
+lowers_delay (const TwedPlanEntry *e)
+{
+  return e->is_auto && (e->auto_decision == TWED_AUTO_STEP_DOWN || e->auto_decision == TWED_AUTO_FALLBACK);
+}
 
 static TwedPlanEntry *
 plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *set, TwedAuto *ctl)
@@ -255,7 +262,7 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
        * back-off after a failed change (a step up above the host's
        * ceiling, say) must not keep a delay that costs more than it
        * saves for up to an hour. */
-      else if (dom->hold && !(dom->hold_after_failure && is_protective (e)))
+      else if (dom->hold && !(dom->hold_after_failure && lowers_delay (e)))
         {
           e->action = TWED_ACTION_DEFER;
           e->reason = g_strdup_printf ("ratio %.2f in band %s, %s; deferred: %s", dom->ratio, e->band, why,
@@ -298,12 +305,13 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
   return e;
 }
 
-/* An auto step down or fallback: it undoes a delay that costs more
- * than it saves, or that nothing measures any more. */
+/* An auto step down or fallback that undoes a delay costing more than
+ * it saves, or that nothing measures any more; not one that only saves
+ * nothing (exits not cut), which can wait its turn like any change. */
 static gboolean
 is_protective (const TwedPlanEntry *e)
 {
-  return e->is_auto && (e->auto_decision == TWED_AUTO_STEP_DOWN || e->auto_decision == TWED_AUTO_FALLBACK);
+  return e->is_auto && e->auto_protective;
 }
 
 /* Protective auto steps first, then the most overcommitted: they gain

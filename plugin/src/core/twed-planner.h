@@ -47,6 +47,7 @@ typedef struct {
   double auto_off_exits_per_s;
   double auto_wait_change;
   gboolean auto_waiting;  /* the decision only waits (dwell, a step not in force yet) */
+  gboolean auto_protective; /* TwedAutoVerdict.protective */
 } TwedPlanEntry;
 
 typedef struct {
