@@ -54,6 +54,26 @@ find (TwedPlan *p, const char *dom)
   return NULL;
 }
 
+/* The inventory's @dom, on whichever host. */
+static const TwedDomain *
+find_dom (GPtrArray *hosts, const char *dom)
+{
+  for (guint h = 0; h < hosts->len; h++)
+    {
+      TwedHost *host = g_ptr_array_index (hosts, h);
+
+      for (guint i = 0; i < host->domains->len; i++)
+        {
+          const TwedDomain *d = g_ptr_array_index (host->domains, i);
+
+          if (g_str_equal (d->name, dom))
+            return d;
+        }
+    }
+  g_assert_not_reached ();
+  return NULL;
+}
+
 static void
 test_round_trip (void)
 {
@@ -101,6 +121,23 @@ test_round_trip (void)
   g_assert_nonnull (strstr (find (p2, "web-2")->reason, "its last change failed (1 in a row, next try in "));
   g_assert_nonnull (strstr (find (p2, "web-2")->reason, "(libvirt error "));
   g_assert_cmpuint (find (p2, "legacy-1")->current.mode, ==, TWED_MODE_OFF);
+  /* That hold is the failure back-off alone, which an auto step down
+   * may pass; a hold from min_change_interval is not. */
+  {
+    g_autoptr(GPtrArray) hosts = twed_backend_inventory (b, NULL);
+
+    g_assert_nonnull (find_dom (hosts, "web-2")->hold);
+    g_assert_true (find_dom (hosts, "web-2")->hold_after_failure);
+    g_assert_null (find_dom (hosts, "web-1")->hold);
+  }
+  twed_backend_set_min_change_interval (b, 300);
+  {
+    g_autoptr(GPtrArray) hosts = twed_backend_inventory (b, NULL);
+
+    g_assert_nonnull (strstr (find_dom (hosts, "web-1")->hold, "min_change_interval 300 s"));
+    g_assert_false (find_dom (hosts, "web-1")->hold_after_failure);
+    g_assert_true (find_dom (hosts, "web-2")->hold_after_failure);
+  }
 }
 
 static TwedPolicySet *
