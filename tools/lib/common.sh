@@ -174,10 +174,10 @@ series_digest() {
 # layer_component LAYER -> kernel | qemu | libvirt
 layer_component() {
 	case $1 in
-	kernel) echo kernel ;;
+	kernel | kernel-arm32) echo kernel ;;
 	qemu-x86 | qemu-arm64 | qemu-x86-base | qemu-arm64-base) echo qemu ;;
 	libvirt | libvirt-arm64) echo libvirt ;;
-	*) die "layer '$1' is not built from a series (kernel, qemu-x86, qemu-arm64, qemu-x86-base, qemu-arm64-base, libvirt, libvirt-arm64)" ;;
+	*) die "layer '$1' is not built from a series (kernel, kernel-arm32, qemu-x86, qemu-arm64, qemu-x86-base, qemu-arm64-base, libvirt, libvirt-arm64)" ;;
 	esac
 }
 
@@ -204,6 +204,7 @@ config_digest() {
 	local layer=$1 t=$TWED_ROOT/tools/layers cfg_files=()
 	case $1 in
 	kernel) cfg_files=("$t/build-kernel" "$t/kernel-host.config") ;;
+	kernel-arm32) cfg_files=("$t/build-kernel" "$t/kernel-arm32-guest.config") ;;
 	qemu-x86 | qemu-x86-base) cfg_files=("$t/build-qemu" "$t/qemu-x86-devices.mak") ;;
 	qemu-arm64 | qemu-arm64-base) cfg_files=("$t/build-qemu" "$t/qemu-arm64-devices.mak") ;;
 	libvirt) cfg_files=("$t/build-libvirt" "$t/libvirt-tests") ;;

@@ -146,18 +146,20 @@ class SessionRunner:
         finally:
             os.unlink(xml)
 
-    def _wait(self, host, mark, timeout, sample=None):
-        """Polls the guest console until MARK; calls SAMPLE() about every
-        SAMPLE_SECONDS meanwhile."""
+    def _wait(self, host, mark, timeout, sample=None, line=None):
+        """Polls the guest console until MARK starts a line (or until a
+        whole line, newline included, matches the regular expression
+        LINE); calls SAMPLE() about every SAMPLE_SECONDS meanwhile."""
         deadline = time.monotonic() + timeout
         next_sample = 0.0
+        found = re.compile(rf"^{line}\r?\n" if line else rf"^{re.escape(mark)}\b", re.M)
         while True:
             now = time.monotonic()
             if sample and now >= next_sample:
                 sample()
                 next_sample = now + SAMPLE_SECONDS
             text = self._console(host, runner.GUEST_NAME)
-            if re.search(rf"^{re.escape(mark)}\b", text, re.M):
+            if found.search(text):
                 return text
             state = host.virsh("domstate", runner.GUEST_NAME, check=False).strip()
             if state and state not in ("running", "paused"):
@@ -305,8 +307,11 @@ class SessionRunner:
                 if setting.mode == "auto":
                     before = runner.parse_domstats(host.virsh("domstats", "--vcpu", runner.GUEST_NAME))
                 nb_begin = len(self._console(host, NEIGHBOUR_NAME).splitlines()) if m.neighbour else 0
+                # The whole END line: the console may hold "END i" before
+                # the status that follows it on the line.
                 text = self._wait(host, f"{runner.END_MARK} {i}", self.base.run_timeout,
-                                  sample if setting.mode == "auto" else None)
+                                  sample if setting.mode == "auto" else None,
+                                  line=rf"{re.escape(runner.END_MARK)} {i} \d+")
                 after = runner.parse_domstats(host.virsh("domstats", "--vcpu", runner.GUEST_NAME))
                 nb_text = self._console(host, NEIGHBOUR_NAME) if m.neighbour else ""
                 finished = datetime.datetime.now(datetime.timezone.utc)
