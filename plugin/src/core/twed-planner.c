@@ -179,11 +179,13 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
                                bounds->min, bounds->max);
 }
 
-/* An auto step down or to off: the host always takes a lower delay. */
+/* An auto change to a lower delay, whatever the decision's name: a
+ * step down, a fallback, or a hold that sends a pending lower target
+ * again. */
 static gboolean
 lowers_delay (const TwedPlanEntry *e)
 {
-  return e->is_auto && (e->auto_decision == TWED_AUTO_STEP_DOWN || e->auto_decision == TWED_AUTO_FALLBACK);
+  return e->is_auto && twed_setting_lowers (&e->current, &e->target);
 }
 
 static TwedPlanEntry *
@@ -258,10 +260,12 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
           e->action = TWED_ACTION_KEEP;
           e->reason = g_strdup_printf ("ratio %.2f in band %s, %s", dom->ratio, e->band, why);
         }
-      /* A step down or to off is one the host always takes: the
-       * back-off after a failed change (a step up above the host's
+      /* The back-off after a failed step up (above the host's
        * ceiling, say) must not keep a delay that costs more than it
-       * saves for up to an hour. */
+       * saves for up to an hour: a lower delay may pass it.  The
+       * backend marks a hold so only when the change that failed was
+       * a raise; a lowering that failed (a domain job, a hung
+       * monitor) waits its back-off like any change. */
       else if (dom->hold && !(dom->hold_after_failure && lowers_delay (e)))
         {
           e->action = TWED_ACTION_DEFER;

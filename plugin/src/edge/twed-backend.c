@@ -138,7 +138,7 @@ change_stamp_set (TwedBackend *b, const char *key, const char *host, gint64 at)
 }
 
 void
-backend_vm_changed (BackendHost *h, const char *key, const GError *error)
+backend_vm_changed (BackendHost *h, const char *key, const GError *error, gboolean raise)
 {
   gint64 now = g_get_monotonic_time ();
   VmState *st;
@@ -162,6 +162,9 @@ backend_vm_changed (BackendHost *h, const char *key, const GError *error)
   st->backoff = backoff_step (st->backoff, VM_FAILURE_BACKOFF_FIRST_S, VM_FAILURE_BACKOFF_MAX_S);
   st->retry_at = now + (gint64) st->backoff * G_USEC_PER_SEC;
   st->error = g_strdup (error->message);
+  /* A lowering that fails too (a domain job, a hung monitor, not the
+   * host's ceiling) ends the pass-through: the next one waits. */
+  st->failed_raise = raise;
   g_mutex_unlock (&h->vm_lock);
 }
 
@@ -278,17 +281,21 @@ backend_vm_hold (BackendHost *h, const char *key, gboolean *after_failure)
   guint min = BACKEND_OPT (b, min_change_interval);
   gint64 now = g_get_monotonic_time ();
   char *failed = NULL, *recent = NULL;
+  gboolean failed_raise = FALSE;
   VmState *st;
   ChangeStamp *c;
 
   g_mutex_lock (&h->vm_lock);
   if ((st = g_hash_table_lookup (h->vms, key)) && st->retry_at > now)
-    failed = g_strdup_printf ("its last change failed (%u in a row, next try in %" G_GINT64_FORMAT " s): %s",
-                              st->failures, (st->retry_at - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC,
-                              st->error);
+    {
+      failed = g_strdup_printf ("its last change failed (%u in a row, next try in %" G_GINT64_FORMAT " s): %s",
+                                st->failures, (st->retry_at - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC,
+                                st->error);
+      failed_raise = st->failed_raise;
+    }
   g_mutex_unlock (&h->vm_lock);
-  /* Both are asked: the planner may let a protective step through a
-   * failure back-off, never through min_change_interval. */
+  /* Both are asked: the planner may let a lowering through the
+   * back-off of a failed raise, never through min_change_interval. */
   if (min)
     {
       g_mutex_lock (&b->changes_lock);
@@ -298,13 +305,18 @@ backend_vm_hold (BackendHost *h, const char *key, gboolean *after_failure)
                                   g_strcmp0 (c->host, h->name) ? c->host : "", min);
       g_mutex_unlock (&b->changes_lock);
     }
-  *after_failure = failed && !recent;
-  if (failed)
+  *after_failure = failed && failed_raise && !recent;
+  /* Both hold it: name min_change_interval first, it holds every
+   * change; the failure says how long the back-off runs. */
+  if (failed && recent)
     {
+      char *both = g_strdup_printf ("%s; and %s", recent, failed);
+
       g_free (recent);
-      return failed;
+      g_free (failed);
+      return both;
     }
-  return recent;
+  return failed ? failed : recent;
 }
 
 static BackendHost *
