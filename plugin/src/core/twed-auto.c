@@ -277,6 +277,20 @@ window_reset (VmState *st)
   g_hash_table_remove_all (st->w_parties);
 }
 
+/* Forget what was measured: the pooled figures of every level, the
+ * reference at off (shares, pCPUs) and the count of uncut windows.
+ * Taken when the counters belong to another process or host, and when
+ * off is measured again. */
+static void
+stats_reset (VmState *st)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (st->stats); i++)
+    st->stats[i] = (LevelStats) { 0 };
+  g_hash_table_remove_all (st->off_shares);
+  g_clear_pointer (&st->off_pcpus, g_array_unref);
+  st->uncut = 0;
+}
+
 static void
 set_str (char **slot, char *value)
 {
@@ -478,10 +492,9 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
   if (reset)
     {
       st->reset = reset;
-      /* Whatever was measured belonged to another process or host. */
-      for (guint i = 0; i < G_N_ELEMENTS (st->stats); i++)
-        st->stats[i].valid = FALSE;
-      g_hash_table_remove_all (st->off_shares);
+      /* Whatever was measured belonged to another process or host:
+       * pooled with the new one's windows it would outweigh them. */
+      stats_reset (st);
       window_reset (st);
       /* Maybe another host, or another kernel command line. */
       st->refused = LEVEL_NONE;
@@ -955,8 +968,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
 
     if (stale)
       {
-        for (guint i = 0; i < G_N_ELEMENTS (st->stats); i++)
-          st->stats[i] = (LevelStats) { 0 };
+        stats_reset (st);
         verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
                  g_strdup_printf ("wfe exits/s %.0f at %s, %s: step down to off, measuring off again", e, ln, stale));
         /* A co-runner not measured at off may be paying for the window;

@@ -283,7 +283,9 @@ off each time; back to measuring when they return.""", (2, 5), P)
 def restart():
     tr = Trace("restart", """A VM restarted (new domain id, counters from zero), a counter that
 went back without a new id, and a counter that wrapped at 2^64 (which
-is an increase, not a reset).""", (2, 5), P)
+is an increase, not a reset).  The new process has three times the
+exits at off: the figure judged at off after the restart is its own,
+not pooled with the old process's windows.""", (2, 5), P)
     a = Vm("vm", "00000000-0000-0000-0000-000000000010", 11, 2, "0-1", 0.5,
            table({-1: 1000, 2: 600}, {-1: 0.1}), start=[U64 - 2000, 5_000_000, 2_000_000_000])
     first_read(tr, "host-a", [a]); tr.expect(a, "baseline", "off")
@@ -294,17 +296,20 @@ is an increase, not a reset).""", (2, 5), P)
     def restarted():
         a.id = 12
         a.c = [[10, 0, 100_000_000] for _ in a.c]
+        a.model = table({-1: 3000, 2: 600}, {-1: 0.1})
     tr.read("host-a", [a], then=restarted)
     tr.expect(a, "baseline", "fixed:2", "domain id 12, was 11 (restarted or migrated back): measuring from here at 2")
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "step-down", "off", "nothing measured at off")
     a.setting = "off"
-    tr.read("host-a", [a])
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "step-up", "fixed:2", "wfe exits/s 3000 at off")
+    a.setting = "fixed:2"
 
     def time_back():
         a.c[1][2] = 5
     tr.read("host-a", [a], then=time_back)
-    tr.expect(a, "baseline", "off", "vcpu.1.time went back")
+    tr.expect(a, "baseline", "fixed:2", "vcpu.1.time went back")
     tr.write()
 
 
