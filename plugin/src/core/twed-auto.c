@@ -1058,7 +1058,15 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                                   e / e_off * 100, ln, pooled_rate (&st->stats[below + 1]) / e_off * 100, bn));
       }
     else if (level < top)
-      verdict (out, TWED_AUTO_STEP_UP, up, g_strdup_printf ("%s, step up to %d", f, up));
+      {
+        /* The level below, as judged: the cut is checked against it. */
+        g_autofree char *bn = level_name (below);
+        double at_below = below == LEVEL_OFF ? e_off : pooled_rate (&st->stats[below + 1]);
+
+        verdict (out, TWED_AUTO_STEP_UP, up,
+                 g_strdup_printf ("%s, step up to %d (cut from %.0f %% of off's at %s)", f, up,
+                                  at_below / e_off * 100, bn));
+      }
     else if (level >= hi)
       verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("%s, hold: at the bound", f));
     else if (level == MIN (hi, st->ceiling))
