@@ -99,6 +99,10 @@ finish_read (TwedAuto *ctl, TwedHost *host, GHashTable *decided, const TwedSetti
       twed_auto_verdict_clear (&d->verdict);
       twed_auto_decide (ctl, host, dom, bounds, params, &d->verdict);
       d->decided = TRUE;
+      /* With --verbose, the run of decisions a failing expect line
+       * comes after. */
+      g_test_message ("%s %s: %s", d->name, twed_auto_decision_to_string (d->verdict.decision),
+                      d->verdict.reason);
       if (d->never & (1u << d->verdict.decision))
         g_error ("%s: %s at %s, which the trace rules out: %s", d->name,
                  twed_auto_decision_to_string (d->verdict.decision), host->name, d->verdict.reason);

@@ -12,6 +12,10 @@
 #define EXITS_FLOOR 1.0
 /* vCPU time below this fraction of the window: not judged. */
 #define IDLE_FRACTION 0.01
+/* A party not seen at off is a new co-runner once it was runnable for
+ * this fraction of two windows in a row: a real share of a pCPU, not a
+ * few timer ticks that wait longer behind a spinner than at off. */
+#define NEWCOMER_FRACTION 0.05
 /* A step up is two levels when the setting left at most this share of
  * the exits at off and more than twice min_gain of them.  Below half,
  * the cut is larger than the spread of a window of a few reads at one
@@ -86,7 +90,13 @@ typedef struct {
   guint w_reads;
   GHashTable *w_parties;    /* uuid -> Party: the VM and its co-runners */
   LevelStats stats[TWED_DELAY_LIMIT + 2]; /* by level + 1 */
-  GHashTable *off_shares;   /* uuid -> Party of the last window at off */
+  GHashTable *off_shares;   /* uuid -> Party: every party seen at off, whatever it ran,
+                             * its wait and runnable time pooled over the windows at
+                             * off since the reference was taken */
+  GHashTable *newcomers;    /* uuid -> name: parties of the last judged window at a
+                             * level that were never seen at off */
+  gint64 remeasured_at;     /* when off was last measured again for a newcomer, 0 = never */
+  int return_to;            /* the level left to measure off again, LEVEL_NONE = none */
   GArray *off_pcpus;        /* the VM's pCPUs then (sorted), NULL = all */
   int ceiling;              /* highest level allowed until ceiling_until */
   gint64 ceiling_until;
@@ -194,6 +204,7 @@ vm_state_free (VmState *st)
     g_ptr_array_unref (st->vcpu_pcpus);
   g_hash_table_unref (st->w_parties);
   g_hash_table_unref (st->off_shares);
+  g_hash_table_unref (st->newcomers);
   if (st->off_pcpus)
     g_array_unref (st->off_pcpus);
   if (st->prev)
@@ -217,6 +228,8 @@ vm_state_new (void)
   st->d_vcpus = g_array_new (FALSE, TRUE, sizeof (VcpuDelta));
   st->w_parties = parties_new ();
   st->off_shares = parties_new ();
+  st->newcomers = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  st->return_to = LEVEL_NONE;
   return st;
 }
 
@@ -288,6 +301,8 @@ stats_reset (VmState *st)
     st->stats[i] = (LevelStats) { 0 };
   g_hash_table_remove_all (st->off_shares);
   g_clear_pointer (&st->off_pcpus, g_array_unref);
+  g_hash_table_remove_all (st->newcomers);
+  st->return_to = LEVEL_NONE;
   st->uncut = 0;
 }
 
@@ -704,22 +719,81 @@ wait_rise (GHashTable *now, GHashTable *off, const Party **who_now, const Party 
   return rise;
 }
 
-/* Why the reference at off no longer holds for a window at another
- * level with wait shares @shares, or NULL. */
-static char *
-reference_stale (VmState *st, GHashTable *shares, gint64 now, const TwedAutoParams *p)
+/* Add a window at off to the reference: every party met, whatever it
+ * ran (one idle at off waits about nothing there, and the margin rule
+ * judges it at a level), pooled with the earlier windows at off. */
+static void
+off_pool (VmState *st)
 {
   GHashTableIter it;
   const char *uuid;
-  Party *party;
+  Party *p;
 
-  g_hash_table_iter_init (&it, shares);
-  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &party))
-    if (!g_hash_table_contains (st->off_shares, uuid))
-      return g_strdup_printf ("new co-runner %s (run-queue wait share %.1f %%) since off was measured", party->name,
-                              party->share * 100);
+  g_hash_table_iter_init (&it, st->w_parties);
+  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
+    {
+      Party *o = g_hash_table_lookup (st->off_shares, uuid);
+
+      if (!o)
+        {
+          o = g_new0 (Party, 1);
+          o->name = g_strdup (p->name);
+          g_hash_table_insert (st->off_shares, g_strdup (uuid), o);
+        }
+      o->wait_ns += p->wait_ns;
+      o->run_ns += p->run_ns;
+      o->share = o->run_ns > 0 ? o->wait_ns / o->run_ns : 0;
+    }
+  g_hash_table_remove_all (st->newcomers);
+}
+
+/* Of this window's parties never seen at off and runnable for a real
+ * share of it, one (preferring one that was so in the last judged
+ * window too), or NULL; remembers this window's.  *@twice: it was (a
+ * new co-runner, not a blip). */
+static char *
+newcomer (VmState *st, gboolean *twice)
+{
+  GHashTable *now = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  GHashTableIter it;
+  const char *uuid;
+  Party *p;
+  char *found = NULL;
+
+  *twice = FALSE;
+  g_hash_table_iter_init (&it, st->w_parties);
+  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
+    if (!g_hash_table_contains (st->off_shares, uuid) && p->run_ns >= NEWCOMER_FRACTION * st->w_elapsed_ns)
+      {
+        gboolean again = g_hash_table_contains (st->newcomers, uuid);
+
+        g_hash_table_insert (now, g_strdup (uuid), g_strdup (p->name));
+        if (!found || (again && !*twice))
+          {
+            g_free (found);
+            found = g_strdup_printf ("%s (runnable %.0f %% of the window)", p->name,
+                                     p->run_ns / st->w_elapsed_ns * 100);
+            *twice = again;
+          }
+      }
+  g_hash_table_unref (st->newcomers);
+  st->newcomers = now;
+  return found;
+}
+
+/* Why the reference at off no longer describes the VM at all, or NULL:
+ * its pCPUs changed (other co-runners), or it is older than
+ * baseline_seconds (a phase change hours later).  *@protective: a
+ * co-runner may be paying (the pCPUs), not only an old figure. */
+static char *
+reference_stale (VmState *st, gint64 now, const TwedAutoParams *p, gboolean *protective)
+{
+  *protective = FALSE;
   if (!pcpus_equal (st->pcpus, st->off_pcpus))
-    return g_strdup ("its pCPUs changed since off was measured");
+    {
+      *protective = TRUE;
+      return g_strdup ("its pCPUs changed since off was measured");
+    }
   if (p->baseline_seconds && now - st->stats[0].at > (gint64) p->baseline_seconds * G_USEC_PER_SEC)
     return g_strdup_printf ("off measured %" G_GINT64_FORMAT " s ago, more than %u s", (now - st->stats[0].at) / G_USEC_PER_SEC,
                             p->baseline_seconds);
@@ -767,6 +841,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   gint64 now, dwell = (gint64) p->dwell_seconds * G_USEC_PER_SEC;
   double e, e_off = NAN, wait_change = NAN;
   g_autoptr(GHashTable) shares = NULL;
+  g_autofree char *fresh = NULL;
+  gboolean fresh_twice = FALSE;
   LevelStats *off;
   int top;
   g_autofree char *ln = level_name (level);
@@ -913,6 +989,10 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       e_off = e;
   }
   shares = window_shares (st);
+  if (level == LEVEL_OFF)
+    off_pool (st);
+  else
+    fresh = newcomer (st, &fresh_twice);
   window_reset (st);
   out->exits_per_s = e;
   out->off_exits_per_s = e_off;
@@ -927,12 +1007,14 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       const Party *own = g_hash_table_lookup (shares, dom->uuid);
       g_autofree char *own_share = own ? g_strdup_printf ("%.1f %%", own->share * 100) : g_strdup ("not measured");
 
-      /* What every later level is compared with. */
-      g_hash_table_unref (st->off_shares);
-      st->off_shares = g_steal_pointer (&shares);
+      int back = st->return_to;
+
+      /* What every later level is compared with (the shares are
+       * pooled above). */
       if (st->off_pcpus)
         g_array_unref (st->off_pcpus);
       st->off_pcpus = pcpus_sorted (st->pcpus);
+      st->return_to = LEVEL_NONE;
       if (top < lo && MIN (hi, st->ceiling) < lo)
         verdict (out, TWED_AUTO_HOLD, level,
                  g_strdup_printf ("wfe exits/s %.0f at off; %d and above barred for %" G_GINT64_FORMAT
@@ -944,6 +1026,13 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                                   (st->refused_until - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC));
       else if (e < EXITS_FLOOR)
         verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("wfe exits/s %.1f at off: nothing to save", e));
+      else if (back > lo)
+        /* Measured again for a new co-runner: the exits measured at
+         * the levels still hold, and the margin rule judges the
+         * newcomer's share there. */
+        verdict (out, TWED_AUTO_STEP_UP, MIN (back, top),
+                 g_strdup_printf ("wfe exits/s %.0f at off, run-queue wait share %s, off measured again, back to "
+                                  "the level left, step up to %d", e, own_share, MIN (back, top)));
       else
         verdict (out, TWED_AUTO_STEP_UP, lo,
                  g_strdup_printf ("wfe exits/s %.0f at off, run-queue wait share %s, step up to %d",
@@ -958,25 +1047,6 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       out->protective = TRUE;
       goto done;
     }
-  {
-    /* Everything after rests on the reference at off: measure it again
-     * when it no longer describes the VM's surroundings (a co-runner
-     * that was not running then has no share to compare with, other
-     * pCPUs have other co-runners) or its workload (a phase change
-     * hours later).  Not a back-off: no cooldown. */
-    g_autofree char *stale = reference_stale (st, shares, now, p);
-
-    if (stale)
-      {
-        stats_reset (st);
-        verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
-                 g_strdup_printf ("wfe exits/s %.0f at %s, %s: step down to off, measuring off again", e, ln, stale));
-        /* A co-runner not measured at off may be paying for the window;
-         * an old reference alone costs nobody. */
-        out->protective = !g_str_has_prefix (stale, "off measured");
-        goto done;
-      }
-  }
   {
     const Party *who_now, *who_off;
     g_autofree char *f = NULL;
@@ -996,9 +1066,58 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
      * vCPUs which are always runnable (their share is set by the
      * overcommit, whatever the delay) do not read as a cost, while a
      * neighbour whose pCPU the spinner holds through the window does. */
+    g_autofree char *stale = NULL;
+    gboolean stale_protective;
+
     wait_change = wait_rise (shares, st->off_shares, &who_now, &who_off);
     out->wait_change = wait_change;
     f = figures (e_off, e, level, wait_change, who_now, who_off);
+
+    /* Everything after rests on the reference at off.  A share above
+     * the margin is judged first: it keeps its cooldown even when the
+     * reference is also to be measured again. */
+    stale = reference_stale (st, now, p, &stale_protective);
+    if (wait_change > p->wait_margin)
+      {
+        /* The window costs more than it saves: back off and keep this
+         * level and above barred for the cooldown (no flapping). */
+        dn = level_name (down);
+        if (stale)
+          stats_reset (st);
+        st->ceiling = level - 1;
+        st->ceiling_until = now + (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
+        verdict (out, TWED_AUTO_STEP_DOWN, down,
+                 g_strdup_printf ("%s, above the margin, step down to %s", f, dn));
+        out->protective = TRUE;
+        goto done;
+      }
+    /* Other pCPUs have other co-runners, and a phase change hours
+     * later another workload: the whole reference goes.  Not a back-off:
+     * no cooldown. */
+    if (stale)
+      {
+        stats_reset (st);
+        verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
+                 g_strdup_printf ("wfe exits/s %.0f at %s, %s: step down to off, measuring off again", e, ln, stale));
+        out->protective = stale_protective;
+        goto done;
+      }
+    /* A co-runner never seen at off has no share to compare with: off
+     * is measured again with it, keeping the figures of the levels and
+     * coming back to this one, at most once per cooldown (co-runners
+     * that come and go would otherwise keep every VM near them at off). */
+    if (fresh && fresh_twice && (!st->remeasured_at || now - st->remeasured_at >= (gint64) p->cooldown_seconds * G_USEC_PER_SEC))
+      {
+        st->remeasured_at = now;
+        st->return_to = level;
+        g_hash_table_remove_all (st->newcomers);
+        verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
+                 g_strdup_printf ("wfe exits/s %.0f at %s, new co-runner %s since off was measured: step down to off, "
+                                  "measuring off again", e, ln, fresh));
+        /* It may be paying for the window. */
+        out->protective = TRUE;
+        goto done;
+      }
 
     /* Exits are judged against off, not against the level below: a
      * window of a few reads of a lock-heavy guest varies by half or
@@ -1012,29 +1131,21 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       st->uncut++;
     else
       st->uncut = 0;
-    if (wait_change <= p->wait_margin && left <= 1 && st->uncut == 1)
+    if (left <= 1 && st->uncut == 1)
       verdict (out, TWED_AUTO_HOLD, level,
                g_strdup_printf ("%s, hold: exits not cut by %.0f %% of off's in one window, judging again", f,
                                 p->min_gain * 100));
-    else if (wait_change > p->wait_margin || left > 1 - p->min_gain)
+    else if (left > 1 - p->min_gain)
       {
         dn = level_name (down);
-        /* The window costs more than it saves, or saves nothing: back
-         * off and keep this level and above barred for the cooldown
-         * (no flapping). */
+        /* The window saves nothing: back off and keep this level and
+         * above barred for the cooldown (no flapping). */
         st->ceiling = level - 1;
         st->ceiling_until = now + (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
-        if (wait_change > p->wait_margin)
-          {
-            verdict (out, TWED_AUTO_STEP_DOWN, down,
-                     g_strdup_printf ("%s, above the margin, step down to %s", f, dn));
-            out->protective = TRUE;
-          }
-        else
-          verdict (out, TWED_AUTO_STEP_DOWN, down,
-                   e_off > 0 ? g_strdup_printf ("%s, exits not cut by %.0f %% of off's, step down to %s", f,
-                                                p->min_gain * 100, dn)
-                             : g_strdup_printf ("%s, nothing to save at off: step down to %s", f, dn));
+        verdict (out, TWED_AUTO_STEP_DOWN, down,
+                 e_off > 0 ? g_strdup_printf ("%s, exits not cut by %.0f %% of off's, step down to %s", f,
+                                              p->min_gain * 100, dn)
+                           : g_strdup_printf ("%s, nothing to save at off: step down to %s", f, dn));
       }
     else if (left <= p->min_gain)
       verdict (out, TWED_AUTO_HOLD, level,
@@ -1057,6 +1168,16 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                  g_strdup_printf ("%s, hold: exits stopped falling: %.0f %% of off's at %s, %.0f %% at %s", f,
                                   e / e_off * 100, ln, pooled_rate (&st->stats[below + 1]) / e_off * 100, bn));
       }
+    else if (level < top && fresh && !fresh_twice)
+      /* Not stepping up against a reference without a co-runner that
+       * may be paying; one window does not tell a blip from a VM that
+       * stays. */
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: new co-runner %s since off was measured, one window", f, fresh));
+    else if (level < top && fresh)
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: new co-runner %s since off was measured, off measured again %" G_GINT64_FORMAT
+                                " s ago (once per cooldown)", f, fresh, (now - st->remeasured_at) / G_USEC_PER_SEC));
     else if (level < top)
       {
         /* The level below, as judged: the cut is checked against it. */
