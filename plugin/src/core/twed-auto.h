@@ -27,6 +27,12 @@ typedef struct {
   guint baseline_seconds; /* a reference at off older than this is measured again, 0 = never */
 } TwedAutoParams;
 
+/* The least min_gain a policy may ask for. */
+#define TWED_AUTO_MIN_GAIN_FLOOR 0.02
+/* baseline_seconds, when not 0, is at least this many dwells (and the
+ * cooldown). */
+#define TWED_AUTO_BASELINE_DWELLS 10u
+
 void twed_auto_params_init (TwedAutoParams *params);
 
 typedef enum {
