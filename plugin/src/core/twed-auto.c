@@ -33,20 +33,46 @@
 #define LEVEL_OTHER (-2) /* dynamic, or fixed outside the bounds */
 #define LEVEL_NONE (-3)
 
-/* What was measured at one level: the exits and vCPU time of every
- * window judged there since the reference at off was taken, pooled, so
- * that one window of a few reads (which varies by half or more in a
- * lock-heavy guest) does not decide alone. */
+/* A level's pool holds its last this many judged windows: enough that
+ * one window of a few reads does not decide alone, few enough that a
+ * phase change shows within a few dwells instead of being outweighed by
+ * hours of earlier windows. */
+#define POOL_WINDOWS 6
+
+/* What was measured at one level: the exits and vCPU time of its last
+ * POOL_WINDOWS windows judged since the reference at off was taken,
+ * pooled, so that one window of a few reads (which varies by half or
+ * more in a lock-heavy guest) does not decide alone. */
 typedef struct {
-  double exits, time_ns;
+  double exits[POOL_WINDOWS], time_ns[POOL_WINDOWS];
+  guint n;                  /* windows held, up to POOL_WINDOWS */
+  guint next;               /* slot of the next window */
   gint64 at;                /* end of the last window pooled */
   gboolean valid;
 } LevelStats;
 
+static void
+pool_add (LevelStats *s, double exits, double time_ns, gint64 at)
+{
+  s->exits[s->next] = exits;
+  s->time_ns[s->next] = time_ns;
+  s->next = (s->next + 1) % POOL_WINDOWS;
+  s->n = MIN (s->n + 1, POOL_WINDOWS);
+  s->at = at;
+  s->valid = TRUE;
+}
+
 static double
 pooled_rate (const LevelStats *s)
 {
-  return s->time_ns > 0 ? s->exits / (s->time_ns / 1e9) : 0;
+  double exits = 0, time_ns = 0;
+
+  for (guint i = 0; i < s->n; i++)
+    {
+      exits += s->exits[i];
+      time_ns += s->time_ns[i];
+    }
+  return time_ns > 0 ? exits / (time_ns / 1e9) : 0;
 }
 
 /* The run-queue wait and runnable time (wait + CPU time) of one VM's
@@ -979,10 +1005,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   {
     LevelStats *cur = &st->stats[level + 1];
 
-    cur->exits += st->w_exits;
-    cur->time_ns += st->w_time_ns;
-    cur->at = now;
-    cur->valid = TRUE;
+    pool_add (cur, st->w_exits, st->w_time_ns, now);
     e = pooled_rate (cur);
     /* At off the figure just measured is the reference itself. */
     if (level == LEVEL_OFF)
@@ -1015,6 +1038,13 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
         g_array_unref (st->off_pcpus);
       st->off_pcpus = pcpus_sorted (st->pcpus);
       st->return_to = LEVEL_NONE;
+      /* A new window at off after a step down: the levels' figures
+       * were judged against the reference as it was, and the VM came
+       * back because something changed.  Measured again for a new
+       * co-runner, they still hold: the exits did not move. */
+      if (back == LEVEL_NONE)
+        for (guint i = 1; i < G_N_ELEMENTS (st->stats); i++)
+          st->stats[i] = (LevelStats) { 0 };
       if (top < lo && MIN (hi, st->ceiling) < lo)
         verdict (out, TWED_AUTO_HOLD, level,
                  g_strdup_printf ("wfe exits/s %.0f at off; %d and above barred for %" G_GINT64_FORMAT

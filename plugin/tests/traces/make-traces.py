@@ -732,7 +732,41 @@ against a reference without it.""", (2, 6), P)
     tr.expect(v, "step-down", "off", "new co-runner short3")
     tr.write()
 
+def phase():
+    tr = Trace("phase", """A phase change after the VM settled: 30 windows at 2 with 30 % of
+off's exits left, then the workload changes and the delay raises them
+to 150 % of off's.  The pool at a level holds its last 6 windows, so
+the step down comes within four windows of the change (pooled over
+every window since off, it would take more than thirty).  Back at off
+after the cooldown, the new window at off restarts the levels' pools:
+the next figure at 2 is the new phase's alone.""", (2, 2), P)
+    rates = {-1: 1000, 2: 300}
+    v = Vm("lock", "00000000-0000-0000-0000-0000000000f1", 9, 2, "0-1", 1.0, lambda lv: (rates[max(lv, -1)], 0.30))
+    first_read(tr, "host-a", [v]); tr.expect(v, "baseline", "off")
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:2")
+    v.setting = "fixed:2"
+    for _ in range(30):
+        tr.read("host-a", [v]); tr.read("host-a", [v])
+    tr.expect(v, "hold", "fixed:2", "(30 %)")
+    rates[2] = 1500
+    for _ in range(3):
+        tr.read("host-a", [v]); tr.read("host-a", [v])
+        tr.expect(v, "hold", "fixed:2")
+    tr.read("host-a", [v]); tr.read("host-a", [v])
+    tr.expect(v, "step-down", "off", "wfe exits/s 1000 at off → 1100 at 2 (110 %)")
+    v.setting = "off"
+    # the cooldown (100 s) bars 2, then off is measured again
+    for _ in range(4):
+        tr.read("host-a", [v]); tr.read("host-a", [v])
+        tr.expect(v, "hold", "off", "barred")
+    tr.read("host-a", [v]); tr.read("host-a", [v])
+    tr.expect(v, "step-up", "fixed:2", "wfe exits/s 1000 at off")
+    v.setting = "fixed:2"
+    tr.read("host-a", [v]); tr.read("host-a", [v])
+    tr.expect(v, "step-down", "off", "wfe exits/s 1000 at off → 1500 at 2 (150 %)")
+    tr.write()
+
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
-              apart, handover, spinner2, quietneigh, churn):
+              apart, handover, spinner2, quietneigh, churn, phase):
         f()
