@@ -160,9 +160,10 @@ twed_auto_params_init (TwedAutoParams *p)
   p->dwell_seconds = 120;
   p->stale_seconds = 300;
   p->cooldown_seconds = 1800;
-  /* Three cooldowns: a workload changes phase over hours, and a window
-   * at off every 90 min costs about 2 % of the time at the default
-   * dwell. */
+  /* Three cooldowns: a workload changes phase over hours.  A window at
+   * off every 90 min, and the climb back from the lowest level with
+   * fresh pools (about 4 dwells), forgo the savings about a tenth of
+   * the time at the default dwell. */
   p->baseline_seconds = 5400;
 }
 
@@ -928,8 +929,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       /* A decided step that did not happen within a dwell: refused (the
        * host ceiling kvm-arm.twed_max), failed, or held by the rate
        * limits.  The levels from it are barred for two dwells, twice as
-       * long each time the same level (or a lower one) is not taken
-       * again, up to the cooldown: a step the rate limits only delayed
+       * long each time the same level is not taken again, up to the
+       * cooldown (a lower one starts again at two dwells): a step the rate limits only delayed
        * is taken soon after, while a host ceiling is asked about ever
        * less often (each refusal also grows the failure back-off of
        * the VM's changes). */
@@ -983,7 +984,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
 
       verdict (out, TWED_AUTO_HOLD, level,
                g_strdup_printf ("dwell %.0f s of %u s at %s%s%s", st->w_elapsed_ns / 1e9, p->dwell_seconds, ln,
-                                f ? "; so far " : "", f ? f : ""));
+                                f ? "; pooled before this window " : "", f ? f : ""));
       out->exits_per_s = cur->valid ? pooled_rate (cur) : NAN;
       out->waiting = TRUE;
       out->off_exits_per_s = e_off;
@@ -1051,7 +1052,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                                   " s after a back-off", e, lo, (st->ceiling_until - now) / G_USEC_PER_SEC));
       else if (top < lo)
         verdict (out, TWED_AUTO_HOLD, level,
-                 g_strdup_printf ("wfe exits/s %.0f at off; %d not taken when asked (host ceiling?), asked again in %"
+                 g_strdup_printf ("wfe exits/s %.0f at off; %d not taken when asked (host ceiling or rate limits), asked again in %"
                                   G_GINT64_FORMAT " s", e, st->refused,
                                   (st->refused_until - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC));
       else if (e < EXITS_FLOOR)
@@ -1230,7 +1231,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                                 st->ceiling));
     else
       verdict (out, TWED_AUTO_HOLD, level,
-               g_strdup_printf ("%s, hold: %d not taken when asked (host ceiling?), asked again in %" G_GINT64_FORMAT
+               g_strdup_printf ("%s, hold: %d not taken when asked (host ceiling or rate limits), asked again in %" G_GINT64_FORMAT
                                 " s", f, st->refused, (st->refused_until - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC));
   }
 

@@ -349,7 +349,7 @@ ceiling it asks 4 times, not every other dwell.""", (2, 6), P)
     a.setting = "fixed:3"
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
     tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:4", "step to 4 decided, not in force yet")
-    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "hold: 4 not taken when asked (host ceiling?), "
+    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "hold: 4 not taken when asked (host ceiling or rate limits), "
                                       "asked again in 40 s")
     # barred for two dwells from t=80: asked again at t=120
     tr.read("host-a", [a]); tr.read("host-a", [a])
@@ -586,9 +586,12 @@ reads of 1.4 s), the wait shares of 11 and above are 10's, and the
 exact path rests on an off window of 5138, near the top of the
 recorded 4121 to 5282.  Judged against off, auto climbs from its
 bound 6 by two levels while a setting has halved the exits and holds
-at 10 (the best fixed setting in the sweep), where the pooled exits
-fell by less than a tenth of off's from 8, within three decisions
-from off, and does not step back on the noise.""", (6, 14), dict(P, dwell=4))
+at 10 (the best fixed setting in the sweep), three decisions from off,
+where the pooled exits fell by less than a tenth of off's from 8's one
+window; once 10's pool drifts to more than a tenth below that window
+it steps to 11 and holds there.  It never steps back on the noise.
+The level below is a single window: the noise the pooling is meant to
+remove decides that step.""", (6, 14), dict(P, dwell=4))
     hand = Vm("hand", "00000000-0000-0000-0000-000000000018", 7, 4, "0-1", 1.0,
               Replay(4, 1.0, HANDOVER_EXITS, HANDOVER_SHARES))
     first_read(tr, "host-a", [hand]); tr.expect(hand, "baseline", "off")
