@@ -769,7 +769,81 @@ the next figure at 2 is the new phase's alone.""", (2, 2), P)
     tr.expect(v, "step-down", "off", "wfe exits/s 1000 at off → 1500 at 2 (150 %)")
     tr.write()
 
+def refused2():
+    tr = Trace("refused2", """After a refused two-level step (to 4, above kvm-arm.twed_max = 3)
+the VM idles through the bar, then its next judged window at 2 again
+leaves at most half of off's exits: a two-level step would land on the
+refused level, so the step is one level, to 3.""", (2, 8), P)
+    a = Vm("vm", "00000000-0000-0000-0000-00000000001b", 2, 2, "0-1", 0.5,
+           table({-1: 1000, 2: 400, 3: 300}, {-1: 0.1}))
+    first_read(tr, "host-a", [a])
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
+    a.setting = "fixed:2"
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
+    tr.read("host-a", [a], running=False); tr.expect(a, "hold", "fixed:4", "step to 4 decided, not in force yet")
+    for _ in range(3):
+        tr.read("host-a", [a], running=False)
+    tr.expect(a, "hold", "fixed:2", "not judged")
+    # the bar (two dwells from t=60) is over at t=100
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "step-up", "fixed:3", "wfe exits/s 1000 at off → 400 at 2 (40 %), run-queue wait share +0.0 pts "
+              "(vm 10.0 % → 10.0 %), step up to 3")
+    tr.write()
+
+
+def moved():
+    tr = Trace("moved", """The VM's pCPUs change after it settled (re-pinned from pCPU 0 to 1):
+other pCPUs have other co-runners, so off is measured again, its
+levels' figures wiped.""", (2, 6), P)
+    v = Vm("lock", "00000000-0000-0000-0000-0000000000a7", 3, 2, "0", 1.0, table({-1: 1000, 2: 50}, {-1: 0.30}))
+    first_read(tr, "host-b", [v]); tr.expect(v, "baseline", "off")
+    tr.read("host-b", [v]); tr.read("host-b", [v]); tr.expect(v, "step-up", "fixed:2")
+    v.setting = "fixed:2"
+    tr.read("host-b", [v]); tr.read("host-b", [v]); tr.expect(v, "hold", "fixed:2", "no more than 10 %")
+    v.pcpus = "1"
+    tr.read("host-b", [v]); tr.read("host-b", [v])
+    tr.expect(v, "step-down", "off", "wfe exits/s 50 at 2, its pCPUs changed since off was measured: step down to "
+              "off, measuring off again")
+    tr.write()
+
+
+def nothing():
+    tr = Trace("nothing", """A VM with no WFE exits at off: auto holds there (nothing to save).
+Set by hand to a level within the bounds, it is judged there against
+off's nothing: one window is judged again, the second steps down.""", (2, 6), P)
+    v = Vm("idle", "00000000-0000-0000-0000-0000000000a8", 3, 2, "0-1", 0.5, table({-1: 0}, {-1: 0.10}))
+    first_read(tr, "host-a", [v]); tr.expect(v, "baseline", "off")
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "hold", "off", "wfe exits/s 0.0 at off: nothing to save")
+    v.setting = "fixed:3"
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.read("host-a", [v])
+    tr.expect(v, "hold", "fixed:3", "judging again")
+    tr.read("host-a", [v]); tr.read("host-a", [v])
+    tr.expect(v, "step-down", "fixed:2", "nothing to save at off: step down to 2")
+    tr.write()
+
+
+def byhand():
+    tr = Trace("byhand", """Set by hand above the back-off ceiling: after a step down for a
+share above the margin at 3 (the ceiling is 2 for the cooldown), the
+VM is set to 4 by hand, where the exits fall further and no share
+rises.  Within the margin it is not worth a change of its own, but it
+is not stepped up from there either: hold.""", (2, 6), P)
+    v = Vm("lock", "00000000-0000-0000-0000-0000000000a9", 3, 2, "0-1", 0.5,
+           table({-1: 1000, 2: 600, 3: 500, 4: 400}, {-1: 0.10, 3: 0.20, 4: 0.10}))
+    first_read(tr, "host-a", [v]); tr.expect(v, "baseline", "off")
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:2")
+    v.setting = "fixed:2"
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:3")
+    v.setting = "fixed:3"
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-down", "fixed:2", "above the margin")
+    v.setting = "fixed:4"
+    tr.never(v, "step-up")
+    for _ in range(5):
+        tr.read("host-a", [v])
+    tr.expect(v, "hold", "fixed:4", "hold: above the back-off ceiling 2 (a step down not taken, or set by hand)")
+    tr.write()
+
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
-              apart, handover, spinner2, quietneigh, churn, phase):
+              apart, handover, spinner2, quietneigh, churn, phase, refused2, moved, nothing, byhand):
         f()
