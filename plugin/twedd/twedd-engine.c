@@ -800,7 +800,9 @@ auto_log_class (const TwedPlanEntry *en)
  * otherwise not say why it stopped moving.  Once per VM and reason
  * (not per pass: a fleet's worth of lines a pass would crowd the
  * journal's rate limit, and with it the changes' records), and only
- * for judged windows, not for the passes that wait out a dwell. */
+ * for decisions that are not only waiting (judged windows, fallbacks,
+ * settings outside the bounds), not for the passes that wait out a
+ * dwell or a step not in force yet. */
 static void
 log_auto_kept (TwedEngine *e, const char *host, const TwedPlan *plan)
 {
