@@ -435,6 +435,80 @@ test_plan_failure_hold (void)
     }
 }
 
+/* A step up is a raise: the back-off after a failed raise defers it,
+ * while it lets the lowering of another VM through. */
+static void
+test_plan_failure_hold_raise (void)
+{
+  static const char doc[] =
+    "{\"version\":1,\"name\":\"loop\",\"beyond\":{\"mode\":\"auto\",\"min\":1,\"max\":4},"
+    "\"auto\":{\"dwell_seconds\":10}}";
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+  g_autoptr(TwedAuto) ctl = twed_auto_new ();
+  TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, ctl };
+  g_autoptr(TwedPlan) plan = NULL;
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
+  for (int r = 0; r < 3; r++)
+    {
+      g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+      TwedHost *h = twed_host_new ("h", "test:///x");
+
+      h->reachable = TRUE;
+      h->support = TWED_SUPPORT_YES;
+      h->ncpus = 1;
+      for (guint i = 0; i < 2; i++)
+        {
+          TwedDomain *d = add_dom (h, i ? "above" : "climbing", 2, NULL);
+
+          d->uuid = g_strdup_printf ("00000000-0000-0000-0000-0000000001%02u", i);
+          /* "above" is set above the bounds: its step is down to off */
+          if (i)
+            {
+              d->twed = (TwedSetting) { TWED_MODE_FIXED, 5, 5, 5 };
+              d->has_twed = TRUE;
+            }
+          d->signals = twed_domain_signals_new ((gint64) r * 10 * G_USEC_PER_SEC, 1);
+          for (guint v = 0; v < 2; v++)
+            {
+              TwedVcpuSignals *s = twed_domain_signals_vcpu (d->signals, v);
+
+              s->wfe_exits = (guint64) r * 5000;
+              s->wait_ns = (guint64) r * 1000000000;
+              s->time_ns = (guint64) r * 5000000000;
+              s->twed_delay = i ? 5 : 0;
+              s->have = TWED_SIGNALS_ALL;
+            }
+          if (r == 2)
+            {
+              d->hold = g_strdup ("its last change failed (1 in a row, next try in 30 s): refused");
+              d->hold_after_failure = TRUE;
+            }
+        }
+      twed_host_compute (h);
+      g_ptr_array_add (hosts, h);
+      g_clear_pointer (&plan, twed_plan_free);
+      plan = twed_plan_build (hosts, set, &o);
+    }
+  for (guint i = 0; i < plan->entries->len; i++)
+    {
+      TwedPlanEntry *e = g_ptr_array_index (plan->entries, i);
+
+      g_test_message ("%s: %s: %s", e->domain, twed_action_to_string (e->action), e->reason);
+      if (g_str_equal (e->domain, "climbing"))
+        {
+          g_assert_cmpuint (e->auto_decision, ==, TWED_AUTO_STEP_UP);
+          g_assert_cmpuint (e->action, ==, TWED_ACTION_DEFER);
+          g_assert_nonnull (strstr (e->reason, "deferred: its last change failed"));
+        }
+      else
+        {
+          g_assert_cmpuint (e->target.mode, ==, TWED_MODE_OFF);
+          g_assert_cmpuint (e->action, ==, TWED_ACTION_CHANGE);
+        }
+    }
+}
+
 static int
 cmp_name (gconstpointer a, gconstpointer b)
 {
@@ -472,5 +546,6 @@ main (int argc, char **argv)
   g_test_add_func ("/auto/plan/single-run", test_plan_single_run);
   g_test_add_func ("/auto/plan/protective-first", test_plan_protective_first);
   g_test_add_func ("/auto/plan/failure-hold", test_plan_failure_hold);
+  g_test_add_func ("/auto/plan/failure-hold-raise", test_plan_failure_hold_raise);
   return g_test_run ();
 }
