@@ -132,6 +132,8 @@ typedef struct {
   gint64 refused_bar;       /* how long they were barred last time (usec) */
   guint uncut;              /* judged windows in a row at this level that did not cut the
                              * exits by min_gain of off's */
+  guint cut_run;            /* judged windows in a row at this level whose pool cut the
+                             * exits against the level below */
   int pending;              /* level last decided, LEVEL_NONE = none */
   gint64 pending_at;
 } VmState;
@@ -331,6 +333,7 @@ stats_reset (VmState *st)
   g_hash_table_remove_all (st->newcomers);
   st->return_to = LEVEL_NONE;
   st->uncut = 0;
+  st->cut_run = 0;
 }
 
 static void
@@ -616,6 +619,7 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
 
           st->level = level;
           st->uncut = 0;
+          st->cut_run = 0;
           window_reset (st);
           if (!decided)
             continue;
@@ -829,15 +833,16 @@ reference_stale (VmState *st, gint64 now, const TwedAutoParams *p, gboolean *pro
 
 /* Whether @level (pooled exits/s @e) cut the exits by at least
  * @min_gain of off's (@e_off) against the nearest level below it that
- * was measured since the reference (the one it came from on the way
- * up; off for the first step, which the rule against off covers).
- * Judged in units of off's rate, so that the noise of a level with few
- * exits left does not dominate.  *@below is that level. */
+ * was measured in at least two windows since the reference (the one it
+ * came from on the way up; off for the first step, which the rule
+ * against off covers).  Judged in units of off's rate, so that the
+ * noise of a level with few exits left does not dominate.  *@below is
+ * that level. */
 static gboolean
 cut_below (VmState *st, int level, double e, double e_off, double min_gain, int *below)
 {
   for (*below = level - 1; *below > LEVEL_OFF; (*below)--)
-    if (st->stats[*below + 1].valid)
+    if (st->stats[*below + 1].valid && st->stats[*below + 1].n >= 2)
       break;
   if (*below == LEVEL_OFF)
     return TRUE;
@@ -1162,6 +1167,11 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       st->uncut++;
     else
       st->uncut = 0;
+    /* Two judgements of the cut in a row: a window that did not cut
+     * the exits against off breaks the run, one that judged something
+     * else (a ceiling, half the margin) does not. */
+    if (st->uncut)
+      st->cut_run = 0;
     if (left <= 1 && st->uncut == 1)
       verdict (out, TWED_AUTO_HOLD, level,
                g_strdup_printf ("%s, hold: exits not cut by %.0f %% of off's in one window, judging again", f,
@@ -1189,6 +1199,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                g_strdup_printf ("%s, hold: more than half the margin", f));
     else if (level < top && !cut_below (st, level, e, e_off, p->min_gain, &below))
       {
+        st->cut_run = 0;
         /* The exits are still well above what is left to gain, but
          * this level saved nothing more than the one below it: a longer
          * window only costs.  Hold; stepping back on the same pooled
@@ -1198,6 +1209,19 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
         verdict (out, TWED_AUTO_HOLD, level,
                  g_strdup_printf ("%s, hold: exits stopped falling: %.0f %% of off's at %s, %.0f %% at %s", f,
                                   e / e_off * 100, ln, pooled_rate (&st->stats[below + 1]) / e_off * 100, bn));
+      }
+    else if (level < top && ++st->cut_run < 2 && !fresh)
+      {
+        /* One window's pool is the noise the pooling is there to
+         * remove: a step up needs the cut in two judged windows in a
+         * row at this level (so each level left upward has two).  A
+         * newcomer's hold below says more, and counts the cut too. */
+        g_autofree char *bn = level_name (below);
+        double at_below = below == LEVEL_OFF ? e_off : pooled_rate (&st->stats[below + 1]);
+
+        verdict (out, TWED_AUTO_HOLD, level,
+                 g_strdup_printf ("%s, hold: cut from %.0f %% of off's at %s in one window, judging again", f,
+                                  at_below / e_off * 100, bn));
       }
     else if (level < top && fresh && !fresh_twice)
       /* Not stepping up against a reference without a co-runner that

@@ -76,6 +76,12 @@ class Trace:
     def expect(self, vm, decision, target, text=""):
         self.out.append(f"expect {vm.name} {decision} {target} {text}".rstrip())
 
+    def again(self, host, vms, vm, setting):
+        """One judged window whose pool cut the exits: a step up waits
+        for the next one."""
+        self.read(host, vms); self.read(host, vms)
+        self.expect(vm, "hold", setting, "in one window, judging again")
+
     def never(self, vm, decision):
         self.out.append(f"never {vm.name} {decision}")
 
@@ -141,7 +147,8 @@ more than half the exits at off, two once it has cut them by half.""", (2, 5), P
     for lvl, cur, left, up in ((2, 1500, 83, 3), (3, 850, 47, 5)):
         lock.setting = f"fixed:{lvl}"
         tr.read("host-a", [lock]); tr.expect(lock, "hold", f"fixed:{lvl}", f"dwell 10 s of 20 s at {lvl}")
-        tr.read("host-a", [lock])
+        tr.read("host-a", [lock]); tr.expect(lock, "hold", f"fixed:{lvl}", "in one window, judging again")
+        tr.read("host-a", [lock]); tr.read("host-a", [lock])
         tr.expect(lock, "step-up", f"fixed:{up}",
                   f"wfe exits/s 1800 at off → {cur} at {lvl} ({left} %), run-queue wait share ")
     lock.setting = "fixed:5"
@@ -169,6 +176,7 @@ then probes again.""", (2, 6), P)
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "off")
     tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:2")
     lock.setting = "fixed:2"
+    tr.again("host-b", [lock, nb], lock, "fixed:2")
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2")
     tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:3", "wfe exits/s 575 at off → 450 at 2 (78 %), run-queue wait share +2.0 pts (neigh 45.0 % → 47.0 %), step up to 3")
     lock.setting = "fixed:3"
@@ -182,9 +190,11 @@ then probes again.""", (2, 6), P)
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2", "at the back-off ceiling")
     for _ in range(4):
         tr.read("host-b", [lock, nb])
-    tr.expect(lock, "hold", "fixed:2", "at the back-off ceiling")  # t=140
+    tr.expect(lock, "hold", "fixed:2", "at the back-off ceiling")  # t=160
+    # t=180: the cooldown from t=80 is over; the cut is judged again
+    tr.again("host-b", [lock, nb], lock, "fixed:2")
     tr.read("host-b", [lock, nb]); tr.read("host-b", [lock, nb])
-    tr.expect(lock, "step-up", "fixed:3", "step up")   # t=160: the cooldown from t=60 is over
+    tr.expect(lock, "step-up", "fixed:3", "step up")
     tr.write()
 
 
@@ -234,8 +244,8 @@ def noisy():
     tr = Trace("noisy", """One noisy window at the first level: its two reads leave 95 % of off's
 exits, the next ones 40 %.  A single window that did not cut the exits
 is judged again rather than stepped down from (which would cost the
-cooldown at off); pooled with the next window the level has cut them,
-and auto steps up.""", (2, 6), P)
+cooldown at off); pooled with the next windows the level has cut them,
+in two judgements in a row, and auto steps up.""", (2, 6), P)
     seen = {"n": 0}
 
     def model(level):
@@ -252,7 +262,10 @@ and auto steps up.""", (2, 6), P)
     tr.expect(a, "hold", "fixed:2", "wfe exits/s 1000 at off → 950 at 2 (95 %), run-queue wait share +0.0 pts "
               "(noisy 10.0 % → 10.0 %), hold: exits not cut by 10 % of off's in one window, judging again")
     tr.read("host-a", [a]); tr.read("host-a", [a])
-    tr.expect(a, "step-up", "fixed:3", "wfe exits/s 1000 at off → 675 at 2 (68 %)")
+    tr.expect(a, "hold", "fixed:2", "wfe exits/s 1000 at off → 675 at 2 (68 %), run-queue wait share +0.0 pts "
+              "(noisy 10.0 % → 10.0 %), hold: cut from 100 % of off's at off in one window, judging again")
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "step-up", "fixed:3", "wfe exits/s 1000 at off → 583 at 2 (58 %)")
     tr.write()
 
 
@@ -345,21 +358,23 @@ ceiling it asks 4 times, not every other dwell.""", (2, 6), P)
     first_read(tr, "host-a", [a])
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
     a.setting = "fixed:2"
+    tr.again("host-a", [a], a, a.setting)
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:3")
     a.setting = "fixed:3"
+    tr.again("host-a", [a], a, a.setting)
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
     tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:4", "step to 4 decided, not in force yet")
     tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "hold: 4 not taken when asked (host ceiling or rate limits), "
                                       "asked again in 40 s")
-    # barred for two dwells from t=80: asked again at t=120
+    # barred for two dwells from t=120: asked again at t=160
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "hold", "fixed:3", "hold: 4 not taken when asked")
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "step-up", "fixed:4", "wfe exits/s 1000 at off → 550 at 3 (55 %), run-queue wait share +0.0 pts (vm 10.0 % → 10.0 %), step up to 4")
-    # refused again at t=140: four dwells (80 s), asked at t=220; then the
-    # cooldown (100 s) caps the bar: asked at t=340, t=460
-    asks = {220: "fixed:4", 340: "fixed:4", 460: "fixed:4"}
-    while tr.t < 500:
+    # refused again at t=180: four dwells (80 s), asked at t=260; then the
+    # cooldown (100 s) caps the bar: asked at t=380, t=500
+    asks = {260: "fixed:4", 380: "fixed:4", 500: "fixed:4"}
+    while tr.t < 540:
         tr.read("host-a", [a])
         if tr.t in asks:
             tr.expect(a, "step-up", asks[tr.t])
@@ -379,6 +394,7 @@ goes as far as the ceiling allows, one level.""", (2, 8), P)
     first_read(tr, "host-a", [a])
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
     a.setting = "fixed:2"
+    tr.again("host-a", [a], a, a.setting)
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "step-up", "fixed:4", "wfe exits/s 1000 at off → 400 at 2 (40 %), run-queue wait share +0.0 pts "
               "(vm 10.0 % → 10.0 %), step up to 4")
@@ -400,6 +416,7 @@ changes.""", (2, 14), P)
     first_read(tr, "host-a", [v]); tr.expect(v, "baseline", "off")
     tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:2")
     v.setting = "fixed:2"
+    tr.again("host-a", [v], v, v.setting)
     tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:4", "(40 %)")
     v.setting = "fixed:4"
     tr.never(v, "step-up")
@@ -462,8 +479,10 @@ asks only for levels within it), and auto holds there.""", (2, 5), P)
     tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:2")
     for lvl, up in ((2, 3), (3, 4)):
         v.setting = f"fixed:{lvl}"
+        tr.again("host-a", [v], v, v.setting)
         tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", f"fixed:{up}")
     v.setting = "fixed:4"
+    tr.again("host-a", [v], v, v.setting)
     tr.read("host-a", [v]); tr.read("host-a", [v])
     tr.expect(v, "step-up", "fixed:5", "wfe exits/s 1000 at off → 400 at 4 (40 %), run-queue wait share +0.0 pts "
               "(vm 10.0 % → 10.0 %), step up to 5")
@@ -481,8 +500,10 @@ bounds 2..3; the VM stays at 3, the new top.""", (2, 6), P)
     first_read(tr, "host-a", [a])
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
     a.setting = "fixed:2"
+    tr.again("host-a", [a], a, a.setting)
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:3")
     a.setting = "fixed:3"
+    tr.again("host-a", [a], a, a.setting)
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
     tr.read("host-a", [a]); tr.bounds(2, 3)
     tr.expect(a, "hold", "fixed:3", "dwell 10 s of 20 s at 3")
@@ -506,6 +527,7 @@ that of the co-runner that may run on its pCPUs stay flat: auto climbs.""", (2, 
     first_read(tr, "host-a", vms); tr.expect(lock, "baseline", "off")
     tr.read("host-a", vms); tr.read("host-a", vms); tr.expect(lock, "step-up", "fixed:2")
     lock.setting = "fixed:2"
+    tr.again("host-a", vms, lock, lock.setting)
     tr.read("host-a", vms); tr.read("host-a", vms)
     tr.expect(lock, "step-up", "fixed:3", "wfe exits/s 1200 at off → 800 at 2 (67 %), run-queue wait share +0.0 pts (lock 30.0 % → 30.0 %), step up to 3")
     tr.write()
@@ -522,6 +544,7 @@ what was measured there and its next step.""", (2, 5), P)
     first_read(tr, "host-a", [a])
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
     a.setting = "fixed:2"
+    tr.again("host-a", [a], a, a.setting)
     tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:2", "dwell 10 s")
     tr.read("host-b", [b], dt=5); tr.expect(b, "fallback", "off", "signals missing")
     a.advance(5)
@@ -563,15 +586,14 @@ HANDOVER_SHARES = {
 # The decisions the contract calls for on HANDOVER_*, window by window
 # (the figures below are the model's, two reads per window).
 PLAN_HANDOVER = [
-    ("fixed:6", ("step-up", "fixed:8", "wfe exits/s 5138 at off → 2296 at 6 (45 %), run-queue wait share +0.2 pts "
-                 "(hand 50.0 % → 50.1 %), step up to 8")),
-    ("fixed:8", ("step-up", "fixed:10", "wfe exits/s 5138 at off → 1117 at 8 (22 %), run-queue wait share +0.1 pts "
-                 "(hand 50.0 % → 50.0 %), step up to 10")),
-    ("fixed:10", ("hold", "fixed:10", "wfe exits/s 5138 at off → 624 at 10 (12 %), run-queue wait share -0.7 pts "
-                  "(hand 50.0 % → 49.2 %), hold: exits stopped falling: 12 % of off's at 10, 22 % at 8")),
-    ("fixed:10", ("hold", "fixed:10", "hold: exits stopped falling")),
-    ("fixed:10", ("step-up", "fixed:11", "wfe exits/s 5138 at off → 546 at 10 (11 %)")),
-] + [("fixed:11", ("hold", "fixed:11", "hold: "))] * 6
+    ('fixed:6', ('hold', 'fixed:6', "wfe exits/s 5138 at off → 2296 at 6 (45 %), run-queue wait share +0.2 pts (hand 50.0 % → 50.1 %), hold: cut from 100 % of off's at off in one window, judging again")),
+    ('fixed:6', ('step-up', 'fixed:8', "wfe exits/s 5138 at off → 1977 at 6 (38 %), run-queue wait share -0.6 pts (hand 50.0 % → 49.4 %), step up to 8 (cut from 100 % of off's at off)")),
+    ('fixed:8', ('hold', 'fixed:8', "wfe exits/s 5138 at off → 1117 at 8 (22 %), run-queue wait share +0.1 pts (hand 50.0 % → 50.0 %), hold: cut from 38 % of off's at 6 in one window, judging again")),
+    ('fixed:8', ('step-up', 'fixed:10', "wfe exits/s 5138 at off → 1256 at 8 (24 %), run-queue wait share +0.0 pts (hand 50.0 % → 50.0 %), step up to 10 (cut from 38 % of off's at 6)")),
+    ('fixed:10', ('hold', 'fixed:10', "wfe exits/s 5138 at off → 624 at 10 (12 %), run-queue wait share -0.7 pts (hand 50.0 % → 49.2 %), hold: cut from 24 % of off's at 8 in one window, judging again")),
+    ('fixed:10', ('step-up', 'fixed:11', "wfe exits/s 5138 at off → 617 at 10 (12 %), run-queue wait share +0.6 pts (hand 50.0 % → 50.5 %), step up to 11 (cut from 24 % of off's at 8)")),
+    ('fixed:11', ('hold', 'fixed:11', "wfe exits/s 5138 at off → 229 at 11 (4 %), run-queue wait share -0.2 pts (hand 50.0 % → 49.8 %), hold: no more than 10 % of off's exits left")),
+] + [("fixed:11", ("hold", "fixed:11", "hold: no more than 10 % of off's exits left"))] * 5
 
 
 def handover():
@@ -585,13 +607,11 @@ levels 9 to 14 add the fixed-N runs' whole-run rates (smoother than
 reads of 1.4 s), the wait shares of 11 and above are 10's, and the
 exact path rests on an off window of 5138, near the top of the
 recorded 4121 to 5282.  Judged against off, auto climbs from its
-bound 6 by two levels while a setting has halved the exits and holds
-at 10 (the best fixed setting in the sweep), three decisions from off,
-where the pooled exits fell by less than a tenth of off's from 8's one
-window; once 10's pool drifts to more than a tenth below that window
-it steps to 11 and holds there.  It never steps back on the noise.
-The level below is a single window: the noise the pooling is meant to
-remove decides that step.""", (6, 14), dict(P, dwell=4))
+bound 6 by two levels while a setting has halved the exits, stepping
+up only once a level's pool of two windows has cut them against the
+level below in both: 6, 8, 10 (two levels each), then 11, where no
+more than a tenth of off's exits are left, and holds there.  It never
+steps back on the noise.""", (6, 14), dict(P, dwell=4))
     hand = Vm("hand", "00000000-0000-0000-0000-000000000018", 7, 4, "0-1", 1.0,
               Replay(4, 1.0, HANDOVER_EXITS, HANDOVER_SHARES))
     first_read(tr, "host-a", [hand]); tr.expect(hand, "baseline", "off")
@@ -706,10 +726,11 @@ against a reference without it.""", (2, 6), P)
     first_read(tr, "host-b", [v]); tr.expect(v, "baseline", "off")
     tr.read("host-b", [v]); tr.read("host-b", [v]); tr.expect(v, "step-up", "fixed:2")
     v.setting = "fixed:2"
+    tr.again("host-b", [v], v, v.setting)
     tr.read("host-b", [v]); tr.read("host-b", [v]); tr.expect(v, "step-up", "fixed:4")
     v.setting = "fixed:4"
-    # short1 from t=50: its first window with the lock VM (t=60) holds
-    # (no step up against a reference without it), its second (t=80)
+    # short1 from t=70: its first window with the lock VM (t=80) holds
+    # (no step up against a reference without it), its second (t=100)
     # measures off again
     tr.read("host-b", [v, s1]); tr.read("host-b", [v, s1])
     tr.expect(v, "hold", "fixed:4", "hold: new co-runner short1 (runnable 50 % of the window) since off was "
@@ -721,15 +742,15 @@ against a reference without it.""", (2, 6), P)
     tr.read("host-b", [v]); tr.read("host-b", [v])
     tr.expect(v, "step-up", "fixed:4", "off measured again, back to the level left, step up to 4")
     v.setting = "fixed:4"
-    # short2 from t=110: two windows (t=120, t=140) inside the cooldown
-    # of the measurement at t=80: no step to off, and no step up either;
+    # short2 from t=130: two windows (t=140, t=160) inside the cooldown
+    # of the measurement at t=100: no step to off, and no step up either;
     # every judged window until the cooldown ends is a hold
     tr.read("host-b", [v, s2]); tr.read("host-b", [v, s2]); tr.expect(v, "hold", "fixed:4", "short2")
     tr.read("host-b", [v, s2]); tr.read("host-b", [v, s2])
     tr.expect(v, "hold", "fixed:4", "hold: new co-runner short2 (runnable 100 % of the window) since off was "
               "measured, off measured again 60 s ago (once per cooldown)")
-    # short3 from t=150: its second window ends at t=180, a cooldown
-    # after the measurement at t=80: off is measured again for it
+    # short3 from t=170: its second window ends at t=200, a cooldown
+    # after the measurement at t=100: off is measured again for it
     tr.read("host-b", [v, s3]); tr.read("host-b", [v, s3]); tr.expect(v, "hold", "fixed:4", "short3")
     tr.read("host-b", [v, s3]); tr.read("host-b", [v, s3])
     tr.expect(v, "step-down", "off", "new co-runner short3")
@@ -779,12 +800,13 @@ refused level, so the step is one level, to 3.""", (2, 8), P)
     first_read(tr, "host-a", [a])
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
     a.setting = "fixed:2"
+    tr.again("host-a", [a], a, a.setting)
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
     tr.read("host-a", [a], running=False); tr.expect(a, "hold", "fixed:4", "step to 4 decided, not in force yet")
     for _ in range(3):
         tr.read("host-a", [a], running=False)
     tr.expect(a, "hold", "fixed:2", "not judged")
-    # the bar (two dwells from t=60) is over at t=100
+    # the bar (two dwells from t=80) is over at t=120
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "step-up", "fixed:3", "wfe exits/s 1000 at off → 400 at 2 (40 %), run-queue wait share +0.0 pts "
               "(vm 10.0 % → 10.0 %), step up to 3")
@@ -833,6 +855,7 @@ is not stepped up from there either: hold.""", (2, 6), P)
     first_read(tr, "host-a", [v]); tr.expect(v, "baseline", "off")
     tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:2")
     v.setting = "fixed:2"
+    tr.again("host-a", [v], v, v.setting)
     tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:3")
     v.setting = "fixed:3"
     tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-down", "fixed:2", "above the margin")
@@ -843,7 +866,44 @@ is not stepped up from there either: hold.""", (2, 6), P)
     tr.expect(v, "hold", "fixed:4", "hold: above the back-off ceiling 2 (a step down not taken, or set by hand)")
     tr.write()
 
+# The knee of noisyplateau: exits fall to 40 % of off's at 3 and stay
+# there, each read scaled by one of these (windows of two reads spread
+# by half, as recorded at one setting).
+NOISE = [1.5, 0.5, 1.3, 0.6, 1.4, 0.9, 0.5, 1.2, 0.7, 1.5, 1.0, 0.6]
+PLAN_NOISYPLATEAU = [
+    ('fixed:2', ('hold', 'fixed:2', "wfe exits/s 900 at off → 700 at 2 (78 %), run-queue wait share +0.0 pts (lock 30.0 % → 30.0 %), hold: cut from 100 % of off's at off in one window, judging again")),
+    ('fixed:2', ('step-up', 'fixed:3', "wfe exits/s 900 at off → 595 at 2 (66 %), run-queue wait share +0.0 pts (lock 30.0 % → 30.0 %), step up to 3 (cut from 100 % of off's at off)")),
+    ('fixed:3', ('hold', 'fixed:3', "wfe exits/s 900 at off → 380 at 3 (42 %), run-queue wait share +0.0 pts (lock 30.0 % → 30.0 %), hold: cut from 66 % of off's at 2 in one window, judging again")),
+    ('fixed:3', ('step-up', 'fixed:5', "wfe exits/s 900 at off → 440 at 3 (49 %), run-queue wait share +0.0 pts (lock 30.0 % → 30.0 %), step up to 5 (cut from 66 % of off's at 2)")),
+    ('fixed:5', ('hold', 'fixed:5', "wfe exits/s 900 at off → 420 at 5 (47 %), run-queue wait share +0.0 pts (lock 30.0 % → 30.0 %), hold: exits stopped falling: 47 % of off's at 5, 49 % at 3")),
+] + [("fixed:5", ("hold", "fixed:5", "hold: exits stopped falling"))] * 19
+
+
+def noisyplateau():
+    tr = Trace("noisyplateau", """Exits that stop falling at 3 (40 % of off's from there up), each
+read scaled by up to half either way as recorded at one setting.  A
+step up needs the cut against the level below in two judged windows
+in a row on pools of at least two windows, so the noise does not climb
+it to its bound: it stops within two levels of the knee and never steps
+back.""", (2, 14), P)
+    k = [0]
+
+    def model(level):
+        k[0] += 1
+        base = {-1: 1000, 2: 700}.get(level, 400)
+        return base * NOISE[k[0] % len(NOISE)], 0.30
+    v = Vm("lock", "00000000-0000-0000-0000-0000000000aa", 7, 2, "0-1", 1.0, model)
+    first_read(tr, "host-a", [v]); tr.expect(v, "baseline", "off")
+    tr.never(v, "step-down")
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:2")
+    v.setting = "fixed:2"
+    for setting, out in PLAN_NOISYPLATEAU:
+        v.setting = setting
+        tr.read("host-a", [v]); tr.read("host-a", [v])
+        tr.expect(v, *out)
+    tr.write()
+
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
-              apart, handover, spinner2, quietneigh, churn, phase, refused2, moved, nothing, byhand):
+              apart, handover, spinner2, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau):
         f()
