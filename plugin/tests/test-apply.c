@@ -54,6 +54,26 @@ find (TwedPlan *p, const char *dom)
   return NULL;
 }
 
+/* The inventory's @dom, on whichever host. */
+static const TwedDomain *
+find_dom (GPtrArray *hosts, const char *dom)
+{
+  for (guint h = 0; h < hosts->len; h++)
+    {
+      TwedHost *host = g_ptr_array_index (hosts, h);
+
+      for (guint i = 0; i < host->domains->len; i++)
+        {
+          const TwedDomain *d = g_ptr_array_index (host->domains, i);
+
+          if (g_str_equal (d->name, dom))
+            return d;
+        }
+    }
+  g_assert_not_reached ();
+  return NULL;
+}
+
 static void
 test_round_trip (void)
 {
@@ -101,6 +121,23 @@ test_round_trip (void)
   g_assert_nonnull (strstr (find (p2, "web-2")->reason, "its last change failed (1 in a row, next try in "));
   g_assert_nonnull (strstr (find (p2, "web-2")->reason, "(libvirt error "));
   g_assert_cmpuint (find (p2, "legacy-1")->current.mode, ==, TWED_MODE_OFF);
+  /* That hold is the failure back-off alone, which an auto step down
+   * may pass; a hold from min_change_interval is not. */
+  {
+    g_autoptr(GPtrArray) hosts = twed_backend_inventory (b, NULL);
+
+    g_assert_nonnull (find_dom (hosts, "web-2")->hold);
+    g_assert_true (find_dom (hosts, "web-2")->hold_after_failure);
+    g_assert_null (find_dom (hosts, "web-1")->hold);
+  }
+  twed_backend_set_min_change_interval (b, 300);
+  {
+    g_autoptr(GPtrArray) hosts = twed_backend_inventory (b, NULL);
+
+    g_assert_nonnull (strstr (find_dom (hosts, "web-1")->hold, "min_change_interval 300 s"));
+    g_assert_false (find_dom (hosts, "web-1")->hold_after_failure);
+    g_assert_true (find_dom (hosts, "web-2")->hold_after_failure);
+  }
 }
 
 static TwedPolicySet *
@@ -112,6 +149,72 @@ policy_all_fixed (guint delay)
 
   g_assert_true (twed_policy_set_add (set, twed_policy_parse (json, strlen (json), "all-fixed.json", NULL), NULL));
   return set;
+}
+
+static TwedPolicySet *
+policy_all_auto (guint min, guint max)
+{
+  g_autofree char *json = g_strdup_printf ("{\"version\":1,\"name\":\"all-auto\",\"priority\":100,"
+                                           "\"beyond\":{\"mode\":\"auto\",\"min\":%u,\"max\":%u}}", min, max);
+  TwedPolicySet *set = twed_policy_set_new ();
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (json, strlen (json), "all-auto.json", NULL), NULL));
+  return set;
+}
+
+/* Plan with @set, stop @dom between plan and apply so that its live
+ * change fails, start it again: the plan, applied. */
+static TwedPlan *
+plan_failing (TwedBackend *b, TwedPolicySet *set, virDomainPtr dom, const char *name)
+{
+  TwedPlan *p = plan (b, set);
+
+  g_test_message ("%s: %s", twed_action_to_string (find (p, name)->action), find (p, name)->reason);
+  g_assert_cmpuint (find (p, name)->action, ==, TWED_ACTION_CHANGE);
+  g_assert_cmpint (virDomainDestroy (dom), ==, 0);
+  twed_backend_apply (b, p, FALSE);
+  g_assert_cmpuint (find (p, name)->result, ==, TWED_RESULT_FAILED);
+  g_assert_cmpint (virDomainCreate (dom), ==, 0);
+  return p;
+}
+
+/* The back-off after a failed raise lets an auto change to a lower
+ * delay through (the host's ceiling refuses raises, never lowerings);
+ * when that lowering fails too (a domain job, a hung monitor), the
+ * next one waits out the back-off instead of failing every pass. */
+static void
+test_failure_backoff_lowering (void)
+{
+  g_autoptr(TwedPolicySet) fixed4 = policy_all_fixed (4);
+  g_autoptr(TwedPolicySet) fixed5 = policy_all_fixed (5);
+  g_autoptr(TwedPolicySet) lo = policy_all_auto (1, 3);
+  g_autoptr(TwedBackend) b = make_backend ();
+  g_autoptr(TwedPlan) p1 = plan (b, fixed4);
+  g_autoptr(TwedPlan) p2 = NULL;
+  g_autoptr(TwedPlan) p3 = NULL;
+  g_autoptr(TwedPlan) p4 = NULL;
+  g_autoptr(virDomain) web2 = virDomainLookupByName (twed_backend_get_connection (b, "host-b"), "web-2");
+  TwedPlanEntry *e;
+
+  g_assert_nonnull (web2);
+  g_assert_cmpuint (twed_backend_apply (b, p1, FALSE), ==, 0);
+  /* fixed:4 -> 5 fails: a raise. */
+  p2 = plan_failing (b, fixed5, web2, "web-2");
+  {
+    g_autoptr(GPtrArray) hosts = twed_backend_inventory (b, NULL);
+
+    g_assert_true (find_dom (hosts, "web-2")->hold_after_failure);
+  }
+  /* fixed:4 is above auto 1..3: off passes the raise's back-off, and
+   * fails as well. */
+  p3 = plan_failing (b, lo, web2, "web-2");
+  g_assert_cmpuint (find (p3, "web-2")->target.mode, ==, TWED_MODE_OFF);
+  p4 = plan (b, lo);
+  e = find (p4, "web-2");
+  g_test_message ("%s: %s", twed_action_to_string (e->action), e->reason);
+  g_assert_cmpuint (e->target.mode, ==, TWED_MODE_OFF);
+  g_assert_cmpuint (e->action, ==, TWED_ACTION_DEFER);
+  g_assert_nonnull (strstr (e->reason, "its last change failed (2 in a row, next try in "));
 }
 
 /* A VM changed less than min_change_interval ago is not changed again,
@@ -443,6 +546,7 @@ main (int argc, char **argv)
   g_test_add_func ("/apply/round-trip", test_round_trip);
   g_test_add_func ("/apply/manual-pin", test_manual_pin);
   g_test_add_func ("/apply/min-change-interval", test_min_change_interval);
+  g_test_add_func ("/apply/failure-backoff-lowering", test_failure_backoff_lowering);
   g_test_add_func ("/apply/min-interval-follows-migration", test_min_interval_follows_migration);
   g_test_add_func ("/apply/min-interval-same-uuid-one-batch", test_min_interval_same_uuid_one_batch);
   g_test_add_func ("/apply/changes-pruned-without-state", test_changes_pruned_without_state);

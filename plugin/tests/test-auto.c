@@ -16,6 +16,7 @@ typedef struct {
   char *name;
   TwedAutoVerdict verdict;
   gboolean decided;
+  guint never;            /* bit per TwedAutoDecision it must not take from here on */
 } Decided;
 
 static void
@@ -98,6 +99,13 @@ finish_read (TwedAuto *ctl, TwedHost *host, GHashTable *decided, const TwedSetti
       twed_auto_verdict_clear (&d->verdict);
       twed_auto_decide (ctl, host, dom, bounds, params, &d->verdict);
       d->decided = TRUE;
+      /* With --verbose, the run of decisions a failing expect line
+       * comes after. */
+      g_test_message ("%s %s: %s", d->name, twed_auto_decision_to_string (d->verdict.decision),
+                      d->verdict.reason);
+      if (d->never & (1u << d->verdict.decision))
+        g_error ("%s: %s at %s, which the trace rules out: %s", d->name,
+                 twed_auto_decision_to_string (d->verdict.decision), host->name, d->verdict.reason);
     }
 }
 
@@ -166,6 +174,8 @@ test_trace (gconstpointer data)
                 params.stale_seconds = (guint) v;
               else if (g_str_equal (kv[0], "cooldown"))
                 params.cooldown_seconds = (guint) v;
+              else if (g_str_equal (kv[0], "baseline"))
+                params.baseline_seconds = (guint) v;
               else
                 g_error ("%s: unknown parameter %s", path, kv[0]);
             }
@@ -183,12 +193,26 @@ test_trace (gconstpointer data)
         }
       else if (g_str_equal (f[0], "vm"))
         add_vm (host, f, nf, t);
+      else if (g_str_equal (f[0], "never"))
+        {
+          /* "never VM DECISION": checked at every decision after this line. */
+          Decided *d;
+          TwedAutoDecision k;
+
+          g_assert_cmpuint (nf, ==, 3);
+          d = g_hash_table_lookup (decided, f[1]);
+          g_assert_nonnull (d);
+          g_assert_true (twed_auto_decision_from_string (f[2], &k));
+          d->never |= 1u << k;
+        }
       else if (g_str_equal (f[0], "expect"))
         {
           g_auto(GStrv) e = g_strsplit (lines[i], " ", 5);
-          Decided *d = g_hash_table_lookup (decided, e[1]);
+          Decided *d;
           g_autofree char *target = NULL;
 
+          g_assert_cmpuint (g_strv_length (e), >=, 4);
+          d = g_hash_table_lookup (decided, e[1]);
           g_assert_nonnull (d);
           if (host)
             {
@@ -281,7 +305,7 @@ test_plan_limits (void)
   g_assert_cmpuint (deferred, ==, 1);
   json = twed_plan_to_json (plan, FALSE);
   g_assert_nonnull (strstr (json, "\"auto\":{\"min\":1,\"max\":4,\"decision\":\"step-up\",\"wfe_exits_per_s\":1000,"
-                                  "\"prev_wfe_exits_per_s\":null,\"runqueue_wait_change\":null}"));
+                                  "\"off_wfe_exits_per_s\":1000,\"runqueue_wait_change\":null}"));
 }
 
 /* twedctl has no history: in-bounds fixed and off stay, the rest goes off. */
@@ -371,6 +395,120 @@ test_plan_protective_first (void)
     }
 }
 
+/* The back-off after a failed change (a step up the host refused) does
+ * not defer a step down to off, which the host always takes; a hold
+ * from min_change_interval still does. */
+static void
+test_plan_failure_hold (void)
+{
+  static const char doc[] = "{\"version\":1,\"name\":\"loop\",\"beyond\":{\"mode\":\"auto\",\"min\":1,\"max\":4}}";
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
+  for (int after_failure = 0; after_failure < 2; after_failure++)
+    {
+      g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+      TwedHost *h = twed_host_new ("h", "test:///x");
+      TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, NULL };
+      g_autoptr(TwedPlan) plan = NULL;
+      TwedDomain *d;
+      TwedPlanEntry *e;
+
+      h->reachable = TRUE;
+      h->support = TWED_SUPPORT_YES;
+      h->ncpus = 1;
+      d = add_dom (h, "vm", 2, NULL);
+      /* above the bounds: the step is down to off */
+      d->twed = (TwedSetting) { TWED_MODE_FIXED, 5, 5, 5 };
+      d->has_twed = TRUE;
+      d->hold = g_strdup (after_failure ? "its last change failed (3 in a row, next try in 240 s): EINVAL"
+                                        : "changed 10 s ago, min_change_interval 60 s");
+      d->hold_after_failure = after_failure;
+      twed_host_compute (h);
+      g_ptr_array_add (hosts, h);
+      plan = twed_plan_build (hosts, set, &o);
+      e = g_ptr_array_index (plan->entries, 0);
+      g_test_message ("%s: %s", twed_action_to_string (e->action), e->reason);
+      g_assert_cmpuint (e->auto_decision, ==, TWED_AUTO_STEP_DOWN);
+      g_assert_cmpuint (e->target.mode, ==, TWED_MODE_OFF);
+      g_assert_cmpuint (e->action, ==, after_failure ? TWED_ACTION_CHANGE : TWED_ACTION_DEFER);
+    }
+}
+
+/* A step up is a raise: the back-off after a failed raise defers it,
+ * while it lets the lowering of another VM through. */
+static void
+test_plan_failure_hold_raise (void)
+{
+  static const char doc[] =
+    "{\"version\":1,\"name\":\"loop\",\"beyond\":{\"mode\":\"auto\",\"min\":1,\"max\":4},"
+    "\"auto\":{\"dwell_seconds\":10}}";
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+  g_autoptr(TwedAuto) ctl = twed_auto_new ();
+  TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, ctl };
+  g_autoptr(TwedPlan) plan = NULL;
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
+  for (int r = 0; r < 3; r++)
+    {
+      g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+      TwedHost *h = twed_host_new ("h", "test:///x");
+
+      h->reachable = TRUE;
+      h->support = TWED_SUPPORT_YES;
+      h->ncpus = 1;
+      for (guint i = 0; i < 2; i++)
+        {
+          TwedDomain *d = add_dom (h, i ? "above" : "climbing", 2, NULL);
+
+          d->uuid = g_strdup_printf ("00000000-0000-0000-0000-0000000001%02u", i);
+          /* "above" is set above the bounds: its step is down to off */
+          if (i)
+            {
+              d->twed = (TwedSetting) { TWED_MODE_FIXED, 5, 5, 5 };
+              d->has_twed = TRUE;
+            }
+          d->signals = twed_domain_signals_new ((gint64) r * 10 * G_USEC_PER_SEC, 1);
+          for (guint v = 0; v < 2; v++)
+            {
+              TwedVcpuSignals *s = twed_domain_signals_vcpu (d->signals, v);
+
+              s->wfe_exits = (guint64) r * 5000;
+              s->wait_ns = (guint64) r * 1000000000;
+              s->time_ns = (guint64) r * 5000000000;
+              s->twed_delay = i ? 5 : 0;
+              s->have = TWED_SIGNALS_ALL;
+            }
+          if (r == 2)
+            {
+              d->hold = g_strdup ("its last change failed (1 in a row, next try in 30 s): refused");
+              d->hold_after_failure = TRUE;
+            }
+        }
+      twed_host_compute (h);
+      g_ptr_array_add (hosts, h);
+      g_clear_pointer (&plan, twed_plan_free);
+      plan = twed_plan_build (hosts, set, &o);
+    }
+  for (guint i = 0; i < plan->entries->len; i++)
+    {
+      TwedPlanEntry *e = g_ptr_array_index (plan->entries, i);
+
+      g_test_message ("%s: %s: %s", e->domain, twed_action_to_string (e->action), e->reason);
+      if (g_str_equal (e->domain, "climbing"))
+        {
+          g_assert_cmpuint (e->auto_decision, ==, TWED_AUTO_STEP_UP);
+          g_assert_cmpuint (e->action, ==, TWED_ACTION_DEFER);
+          g_assert_nonnull (strstr (e->reason, "deferred: its last change failed"));
+        }
+      else
+        {
+          g_assert_cmpuint (e->target.mode, ==, TWED_MODE_OFF);
+          g_assert_cmpuint (e->action, ==, TWED_ACTION_CHANGE);
+        }
+    }
+}
+
 static int
 cmp_name (gconstpointer a, gconstpointer b)
 {
@@ -407,5 +545,7 @@ main (int argc, char **argv)
   g_test_add_func ("/auto/plan/limits", test_plan_limits);
   g_test_add_func ("/auto/plan/single-run", test_plan_single_run);
   g_test_add_func ("/auto/plan/protective-first", test_plan_protective_first);
+  g_test_add_func ("/auto/plan/failure-hold", test_plan_failure_hold);
+  g_test_add_func ("/auto/plan/failure-hold-raise", test_plan_failure_hold_raise);
   return g_test_run ();
 }

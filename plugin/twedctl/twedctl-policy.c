@@ -25,6 +25,9 @@ policy_check (int argc, char **argv)
           guint nauto = pol->beyond.mode == TWED_MODE_AUTO;
           g_autofree char *autos = NULL;
           g_autofree char *line = NULL;
+          g_autofree char *baseline = pol->auto_params.baseline_seconds
+                                      ? g_strdup_printf ("after %u s", pol->auto_params.baseline_seconds)
+                                      : g_strdup ("never by age");
 
           for (guint b = 0; b < pol->bands->len; b++)
             nauto += g_array_index (pol->bands, TwedBand, b).setting.mode == TWED_MODE_AUTO;
@@ -32,10 +35,10 @@ policy_check (int argc, char **argv)
            * typo in its tuning shows before a fleet runs on it. */
           if (nauto)
             autos = g_strdup_printf ("; %u auto band(s) for twedd: dwell %u s, run-queue wait share margin %.0f pts, "
-                                     "min gain %.0f %%, stale after %u s, cooldown %u s",
+                                     "min gain %.0f %%, stale after %u s, cooldown %u s, off again %s",
                                      nauto, pol->auto_params.dwell_seconds, pol->auto_params.wait_margin * 100,
                                      pol->auto_params.min_gain * 100, pol->auto_params.stale_seconds,
-                                     pol->auto_params.cooldown_seconds);
+                                     pol->auto_params.cooldown_seconds, baseline);
           line = g_strdup_printf ("%s: ok (name %s, priority %d, %u band(s), %s%s)\n", argv[i],
                                   pol->name, pol->priority, pol->bands->len,
                                   twed_policy_specificity (pol) ? "selective" : "matches every VM",

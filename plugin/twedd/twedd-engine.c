@@ -133,6 +133,7 @@ struct _TwedEngine {
   TwedMetricsServer *metrics_server;
   GString *metrics_text;        /* kept between renders */
   TwedAuto *controller;         /* the auto bands' state across passes */
+  GHashTable *auto_logged;      /* host -> (uuid -> what its last debug line said) */
 };
 
 typedef enum {
@@ -776,6 +777,74 @@ log_would_change (const TwedPlan *plan)
     }
 }
 
+/* What an auto decision says apart from its figures: the action, the
+ * decision, both settings and the reason without its numbers, so that a
+ * VM holding for the same reason window after window reads the same. */
+static char *
+auto_log_class (const TwedPlanEntry *en)
+{
+  g_autofree char *cur = twed_setting_to_string (&en->current);
+  g_autofree char *to = twed_setting_to_string (&en->target);
+  GString *s = g_string_new (NULL);
+
+  g_string_append_printf (s, "%s %s %s %s ", twed_action_to_string (en->action),
+                          twed_auto_decision_to_string (en->auto_decision), cur, to);
+  for (const char *c = en->reason ? en->reason : ""; *c; c++)
+    if (!g_ascii_isdigit (*c) && !strchr (".+-", *c))
+      g_string_append_c (s, *c);
+  return g_string_free (s, FALSE);
+}
+
+/* Why an auto VM was left as it is: only its changes reach the info
+ * log, and a controller that settled (or holds on a figure) would
+ * otherwise not say why it stopped moving.  Once per VM and reason
+ * (not per pass: a fleet's worth of lines a pass would crowd the
+ * journal's rate limit, and with it the changes' records), and only
+ * for decisions that are not only waiting (judged windows, fallbacks,
+ * settings outside the bounds), not for the passes that wait out a
+ * dwell or a step not in force yet. */
+static void
+log_auto_kept (TwedEngine *e, const char *host, const TwedPlan *plan)
+{
+  GHashTable *was, *now;
+
+  if (!twed_log_enabled (G_LOG_LEVEL_DEBUG))
+    {
+      g_hash_table_remove_all (e->auto_logged);
+      return;
+    }
+  was = g_hash_table_lookup (e->auto_logged, host);
+  now = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  for (guint i = 0; i < plan->entries->len; i++)
+    {
+      TwedPlanEntry *en = g_ptr_array_index (plan->entries, i);
+      const char *key = en->uuid ? en->uuid : en->domain;
+      const char *last = was ? g_hash_table_lookup (was, key) : NULL;
+      g_autofree char *cls = NULL;
+      g_autofree char *cur = NULL;
+
+      if (!en->is_auto)
+        continue;
+      if (en->auto_waiting)
+        {
+          /* Keeps what was last logged for it. */
+          if (last)
+            g_hash_table_replace (now, g_strdup (key), g_strdup (last));
+          continue;
+        }
+      cls = auto_log_class (en);
+      if ((en->action == TWED_ACTION_KEEP || en->action == TWED_ACTION_DEFER) && g_strcmp0 (cls, last) != 0)
+        {
+          cur = twed_setting_to_string (&en->current);
+          twed_log_auto (en->host, en->domain, twed_auto_decision_to_string (en->auto_decision),
+                         "TWED %s %s: auto %s (%s)", cur, en->action == TWED_ACTION_KEEP ? "kept" : "deferred",
+                         twed_auto_decision_to_string (en->auto_decision), en->reason);
+        }
+      g_hash_table_replace (now, g_strdup (key), g_steal_pointer (&cls));
+    }
+  g_hash_table_replace (e->auto_logged, g_strdup (host), now);
+}
+
 /* Passes that were wanted while their hosts were busy, now. */
 static void
 run_wanted (TwedEngine *e)
@@ -842,6 +911,7 @@ finish_pass (TwedEngine *e, PassJob *job)
       e->counters.changes_applied += job->applied;
       if (job->changes && (job->dry_run || !twed_domain_params_available ()))
         log_would_change (job->plan);
+      log_auto_kept (e, job->host, job->plan);
       twed_log_host (G_LOG_LEVEL_INFO, job->host, "cycle %" G_GUINT64_FORMAT ": %u VM(s), %u change(s), %u deferred, %s",
                      e->counters.cycles, job->plan->entries->len, job->changes,
                      twed_plan_count (job->plan, TWED_ACTION_DEFER),
@@ -1810,6 +1880,7 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->retry = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, destroy_source);
   e->plans = twed_plan_store_new ();
   e->configured = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  e->auto_logged = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_hash_table_unref);
   set_configured (e);
   e->waiting = g_ptr_array_new ();
   e->saving = g_ptr_array_new ();
@@ -1907,6 +1978,7 @@ twed_engine_free (TwedEngine *e)
   g_hash_table_unref (e->running);
   g_hash_table_unref (e->wanted);
   g_hash_table_unref (e->configured);
+  g_hash_table_unref (e->auto_logged);
   g_clear_pointer (&e->policy_timer, destroy_source);
   g_clear_pointer (&e->cycle_timer, destroy_source);
   g_clear_pointer (&e->first_pass, destroy_source);

@@ -2,6 +2,7 @@
 #include "twed-auto.h"
 
 #include <math.h>
+#include <string.h>
 
 /* A window is judged on at least this many reads: one delta alone may
  * be a single scheduling burst. */
@@ -11,6 +12,19 @@
 #define EXITS_FLOOR 1.0
 /* vCPU time below this fraction of the window: not judged. */
 #define IDLE_FRACTION 0.01
+/* A party not seen at off is a new co-runner once it was runnable for
+ * this fraction of two windows in a row: a real share of a pCPU, not a
+ * few timer ticks that wait longer behind a spinner than at off. */
+#define NEWCOMER_FRACTION 0.05
+/* A step up is two levels when the setting left at most this share of
+ * the exits at off and more than twice min_gain of them.  Below half,
+ * the cut is larger than the spread of a window of a few reads at one
+ * setting (half or more in a lock-heavy guest), so the exits follow the
+ * window, not the noise, and skipping a level saves a dwell on a climb
+ * that will go on; above it, single steps, so a cut that is noise does
+ * not buy two levels at once.  The level skipped is not measured: a
+ * step down from the level reached lands on it. */
+#define BIG_STEP_LEFT 0.5
 /* A modular difference above this is a counter that went back (a new
  * process), not one that wrapped. */
 #define DELTA_LIMIT (G_GUINT64_CONSTANT (1) << 63)
@@ -19,11 +33,47 @@
 #define LEVEL_OTHER (-2) /* dynamic, or fixed outside the bounds */
 #define LEVEL_NONE (-3)
 
+/* A level's pool holds its last this many judged windows: enough that
+ * one window of a few reads does not decide alone, few enough that a
+ * phase change shows within a few dwells instead of being outweighed by
+ * hours of earlier windows. */
+#define POOL_WINDOWS 6
+
+/* What was measured at one level: the exits and vCPU time of its last
+ * POOL_WINDOWS windows judged since the reference at off was taken,
+ * pooled, so that one window of a few reads (which varies by half or
+ * more in a lock-heavy guest) does not decide alone. */
 typedef struct {
-  double exits_per_s;
-  gint64 at;
+  double exits[POOL_WINDOWS], time_ns[POOL_WINDOWS];
+  guint n;                  /* windows held, up to POOL_WINDOWS */
+  guint next;               /* slot of the next window */
+  gint64 at;                /* end of the last window pooled */
   gboolean valid;
 } LevelStats;
+
+static void
+pool_add (LevelStats *s, double exits, double time_ns, gint64 at)
+{
+  s->exits[s->next] = exits;
+  s->time_ns[s->next] = time_ns;
+  s->next = (s->next + 1) % POOL_WINDOWS;
+  s->n = MIN (s->n + 1, POOL_WINDOWS);
+  s->at = at;
+  s->valid = TRUE;
+}
+
+static double
+pooled_rate (const LevelStats *s)
+{
+  double exits = 0, time_ns = 0;
+
+  for (guint i = 0; i < s->n; i++)
+    {
+      exits += s->exits[i];
+      time_ns += s->time_ns[i];
+    }
+  return time_ns > 0 ? exits / (time_ns / 1e9) : 0;
+}
 
 /* The run-queue wait and runnable time (wait + CPU time) of one VM's
  * vCPUs that may run on the pCPUs of the VM judged: the VM itself or a
@@ -66,9 +116,24 @@ typedef struct {
   guint w_reads;
   GHashTable *w_parties;    /* uuid -> Party: the VM and its co-runners */
   LevelStats stats[TWED_DELAY_LIMIT + 2]; /* by level + 1 */
-  GHashTable *off_shares;   /* uuid -> Party of the last window at off */
+  GHashTable *off_shares;   /* uuid -> Party: every party seen at off, whatever it ran,
+                             * its wait and runnable time pooled over the windows at
+                             * off since the reference was taken */
+  GHashTable *newcomers;    /* uuid -> name: parties of the last judged window at a
+                             * level that were never seen at off */
+  gint64 remeasured_at;     /* when off was last measured again for a newcomer, 0 = never */
+  int return_to;            /* the level left to measure off again, LEVEL_NONE = none */
+  GArray *off_pcpus;        /* the VM's pCPUs then (sorted), NULL = all */
   int ceiling;              /* highest level allowed until ceiling_until */
   gint64 ceiling_until;
+  int refused;              /* lowest level asked for and not in force after a dwell (the
+                             * host ceiling kvm-arm.twed_max), LEVEL_NONE = none */
+  gint64 refused_until;     /* it and the levels above are not asked for before */
+  gint64 refused_bar;       /* how long they were barred last time (usec) */
+  guint uncut;              /* judged windows in a row at this level that did not cut the
+                             * exits by min_gain of off's */
+  guint cut_run;            /* judged windows in a row at this level whose pool cut the
+                             * exits against the level below */
   int pending;              /* level last decided, LEVEL_NONE = none */
   gint64 pending_at;
 } VmState;
@@ -97,6 +162,11 @@ twed_auto_params_init (TwedAutoParams *p)
   p->dwell_seconds = 120;
   p->stale_seconds = 300;
   p->cooldown_seconds = 1800;
+  /* Three cooldowns: a workload changes phase over hours.  A window at
+   * off every 90 min, and the climb back from the lowest level with
+   * fresh pools (about 4 dwells), forgo the savings about a tenth of
+   * the time at the default dwell. */
+  p->baseline_seconds = 5400;
 }
 
 const char *
@@ -116,6 +186,22 @@ twed_auto_decision_to_string (TwedAutoDecision d)
     default:
       return "hold";
     }
+}
+
+gboolean
+twed_auto_decision_from_string (const char *str, TwedAutoDecision *decision)
+{
+  static const TwedAutoDecision all[] = {
+    TWED_AUTO_HOLD, TWED_AUTO_STEP_UP, TWED_AUTO_STEP_DOWN, TWED_AUTO_FALLBACK, TWED_AUTO_BASELINE,
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (all); i++)
+    if (g_strcmp0 (str, twed_auto_decision_to_string (all[i])) == 0)
+      {
+        *decision = all[i];
+        return TRUE;
+      }
+  return FALSE;
 }
 
 void
@@ -147,6 +233,9 @@ vm_state_free (VmState *st)
     g_ptr_array_unref (st->vcpu_pcpus);
   g_hash_table_unref (st->w_parties);
   g_hash_table_unref (st->off_shares);
+  g_hash_table_unref (st->newcomers);
+  if (st->off_pcpus)
+    g_array_unref (st->off_pcpus);
   if (st->prev)
     g_array_unref (st->prev);
   if (st->pcpus)
@@ -164,9 +253,12 @@ vm_state_new (void)
   st->level = LEVEL_NONE;
   st->pending = LEVEL_NONE;
   st->ceiling = TWED_DELAY_LIMIT;
+  st->refused = LEVEL_NONE;
   st->d_vcpus = g_array_new (FALSE, TRUE, sizeof (VcpuDelta));
   st->w_parties = parties_new ();
   st->off_shares = parties_new ();
+  st->newcomers = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  st->return_to = LEVEL_NONE;
   return st;
 }
 
@@ -225,6 +317,23 @@ window_reset (VmState *st)
   st->w_exits = st->w_time_ns = st->w_elapsed_ns = 0;
   st->w_reads = 0;
   g_hash_table_remove_all (st->w_parties);
+}
+
+/* Forget what was measured: the pooled figures of every level, the
+ * reference at off (shares, pCPUs) and the count of uncut windows.
+ * Taken when the counters belong to another process or host, and when
+ * off is measured again. */
+static void
+stats_reset (VmState *st)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (st->stats); i++)
+    st->stats[i] = (LevelStats) { 0 };
+  g_hash_table_remove_all (st->off_shares);
+  g_clear_pointer (&st->off_pcpus, g_array_unref);
+  g_hash_table_remove_all (st->newcomers);
+  st->return_to = LEVEL_NONE;
+  st->uncut = 0;
+  st->cut_run = 0;
 }
 
 static void
@@ -291,6 +400,37 @@ domain_pcpus (const TwedDomain *dom)
       g_array_append_val (out, c);
     }
   return out;
+}
+
+static int
+cmp_guint (gconstpointer a, gconstpointer b)
+{
+  guint x = *(const guint *) a, y = *(const guint *) b;
+
+  return x < y ? -1 : x > y;
+}
+
+static GArray *
+pcpus_sorted (GArray *a)
+{
+  GArray *out;
+
+  if (!a)
+    return NULL;
+  out = twed_cpuset_copy (a);
+  g_array_sort (out, cmp_guint);
+  return out;
+}
+
+static gboolean
+pcpus_equal (GArray *a, GArray *b)
+{
+  g_autoptr(GArray) sa = pcpus_sorted (a);
+  g_autoptr(GArray) sb = pcpus_sorted (b);
+
+  if (!sa || !sb)
+    return !sa && !sb;
+  return sa->len == sb->len && memcmp (sa->data, sb->data, sa->len * sizeof (guint)) == 0;
 }
 
 static gboolean
@@ -397,11 +537,13 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
   if (reset)
     {
       st->reset = reset;
-      /* Whatever was measured belonged to another process or host. */
-      for (guint i = 0; i < G_N_ELEMENTS (st->stats); i++)
-        st->stats[i].valid = FALSE;
-      g_hash_table_remove_all (st->off_shares);
+      /* Whatever was measured belonged to another process or host:
+       * pooled with the new one's windows it would outweigh them. */
+      stats_reset (st);
       window_reset (st);
+      /* Maybe another host, or another kernel command line. */
+      st->refused = LEVEL_NONE;
+      st->refused_bar = 0;
       st->advanced_at = sig->at;
     }
   else
@@ -476,6 +618,8 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
           gboolean decided = level == st->pending;
 
           st->level = level;
+          st->uncut = 0;
+          st->cut_run = 0;
           window_reset (st);
           if (!decided)
             continue;
@@ -606,16 +750,117 @@ wait_rise (GHashTable *now, GHashTable *off, const Party **who_now, const Party 
   return rise;
 }
 
+/* Add a window at off to the reference: every party met, whatever it
+ * ran (one idle at off waits about nothing there, and the margin rule
+ * judges it at a level), pooled with the earlier windows at off. */
+static void
+off_pool (VmState *st)
+{
+  GHashTableIter it;
+  const char *uuid;
+  Party *p;
+
+  g_hash_table_iter_init (&it, st->w_parties);
+  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
+    {
+      Party *o = g_hash_table_lookup (st->off_shares, uuid);
+
+      if (!o)
+        {
+          o = g_new0 (Party, 1);
+          o->name = g_strdup (p->name);
+          g_hash_table_insert (st->off_shares, g_strdup (uuid), o);
+        }
+      o->wait_ns += p->wait_ns;
+      o->run_ns += p->run_ns;
+      o->share = o->run_ns > 0 ? o->wait_ns / o->run_ns : 0;
+    }
+  g_hash_table_remove_all (st->newcomers);
+}
+
+/* Of this window's parties never seen at off and runnable for a real
+ * share of it, one (preferring one that was so in the last judged
+ * window too), or NULL; remembers this window's.  *@twice: it was (a
+ * new co-runner, not a blip). */
 static char *
-figures (double prev, double cur, int level, double rise, const Party *who_now, const Party *who_off)
+newcomer (VmState *st, gboolean *twice)
+{
+  GHashTable *now = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  GHashTableIter it;
+  const char *uuid;
+  Party *p;
+  char *found = NULL;
+
+  *twice = FALSE;
+  g_hash_table_iter_init (&it, st->w_parties);
+  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
+    if (!g_hash_table_contains (st->off_shares, uuid) && p->run_ns >= NEWCOMER_FRACTION * st->w_elapsed_ns)
+      {
+        gboolean again = g_hash_table_contains (st->newcomers, uuid);
+
+        g_hash_table_insert (now, g_strdup (uuid), g_strdup (p->name));
+        if (!found || (again && !*twice))
+          {
+            g_free (found);
+            found = g_strdup_printf ("%s (runnable %.0f %% of the window)", p->name,
+                                     p->run_ns / st->w_elapsed_ns * 100);
+            *twice = again;
+          }
+      }
+  g_hash_table_unref (st->newcomers);
+  st->newcomers = now;
+  return found;
+}
+
+/* Why the reference at off no longer describes the VM at all, or NULL:
+ * its pCPUs changed (other co-runners), or it is older than
+ * baseline_seconds (a phase change hours later).  *@protective: a
+ * co-runner may be paying (the pCPUs), not only an old figure. */
+static char *
+reference_stale (VmState *st, gint64 now, const TwedAutoParams *p, gboolean *protective)
+{
+  *protective = FALSE;
+  if (!pcpus_equal (st->pcpus, st->off_pcpus))
+    {
+      *protective = TRUE;
+      return g_strdup ("its pCPUs changed since off was measured");
+    }
+  if (p->baseline_seconds && now - st->stats[0].at > (gint64) p->baseline_seconds * G_USEC_PER_SEC)
+    return g_strdup_printf ("off measured %" G_GINT64_FORMAT " s ago, more than %u s", (now - st->stats[0].at) / G_USEC_PER_SEC,
+                            p->baseline_seconds);
+  return NULL;
+}
+
+/* Whether @level (pooled exits/s @e) cut the exits by at least
+ * @min_gain of off's (@e_off) against the nearest level below it that
+ * was measured in at least two windows since the reference (the one it
+ * came from on the way up; off for the first step, which the rule
+ * against off covers).  Judged in units of off's rate, so that the
+ * noise of a level with few exits left does not dominate.  *@below is
+ * that level. */
+static gboolean
+cut_below (VmState *st, int level, double e, double e_off, double min_gain, int *below)
+{
+  for (*below = level - 1; *below > LEVEL_OFF; (*below)--)
+    if (st->stats[*below + 1].valid && st->stats[*below + 1].n >= 2)
+      break;
+  if (*below == LEVEL_OFF)
+    return TRUE;
+  return pooled_rate (&st->stats[*below + 1]) - e >= min_gain * e_off;
+}
+
+static char *
+figures (double at_off, double cur, int level, double rise, const Party *who_now, const Party *who_off)
 {
   g_autofree char *ln = level_name (level);
-  g_autofree char *from = isnan (prev) ? g_strdup ("") : g_strdup_printf ("%.0f → ", prev);
+  g_autofree char *from = isnan (at_off) ? g_strdup ("") : g_strdup_printf ("%.0f at off → ", at_off);
+  g_autofree char *left = isnan (at_off) || at_off <= 0 ? g_strdup ("")
+                          : g_strdup_printf (" (%.0f %%)", cur / at_off * 100);
   g_autofree char *wait = isnan (rise) ? g_strdup ("")
                           : g_strdup_printf (", run-queue wait share %+.1f pts (%s %.1f %% → %.1f %%)", rise * 100,
                                              who_now->name, who_off->share * 100, who_now->share * 100);
 
-  return g_strdup_printf ("wfe exits/s %s%.0f at %s%s", from, cur, ln, wait);
+  return g_strdup_printf ("wfe exits/s %s%.0f at %s%s%s", from, cur, ln, left, wait);
 }
 
 void
@@ -626,13 +871,16 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   int level = level_of (dom);
   VmState *st;
   gint64 now, dwell = (gint64) p->dwell_seconds * G_USEC_PER_SEC;
-  double e, e_prev = NAN, wait_change = NAN;
+  double e, e_off = NAN, wait_change = NAN;
   g_autoptr(GHashTable) shares = NULL;
-  LevelStats *off, *below;
+  g_autofree char *fresh = NULL;
+  gboolean fresh_twice = FALSE;
+  LevelStats *off;
   int top;
   g_autofree char *ln = level_name (level);
 
-  out->exits_per_s = out->prev_exits_per_s = out->wait_change = NAN;
+  out->exits_per_s = out->off_exits_per_s = out->wait_change = NAN;
+  out->waiting = out->protective = FALSE;
   out->reason = NULL;
   g_mutex_lock (&ctl->lock);
   {
@@ -646,6 +894,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
                g_strdup_printf ("signals missing (%s): off",
                                 st && st->missing ? st->missing : "not read on this host"));
+      out->protective = TRUE;
       goto done;
     }
   now = dom->signals->at;
@@ -654,6 +903,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
                g_strdup_printf ("signals stale (vCPU time unchanged for %" G_GINT64_FORMAT " s): off",
                                 (now - st->advanced_at) / G_USEC_PER_SEC));
+      out->protective = TRUE;
       goto done;
     }
   if (level == LEVEL_OTHER || level > hi || (level >= 0 && level < lo))
@@ -663,10 +913,17 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
                g_strdup_printf ("%s is outside the auto bounds %u..%u: off, to measure from there",
                                 cur, bounds->min, bounds->max));
+      out->protective = TRUE;
       goto done;
     }
   if (st->pending == level)
     st->pending = LEVEL_NONE;
+  /* A refused level that is in force now was not the host's ceiling. */
+  if (st->refused != LEVEL_NONE && level >= st->refused)
+    {
+      st->refused = LEVEL_NONE;
+      st->refused_bar = 0;
+    }
   /* A step decided under other bounds (a policy reload, a band change)
    * or above a back-off ceiling set since is no longer one to ask for. */
   if (st->pending >= 0 &&
@@ -676,15 +933,24 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     {
       /* A decided step that did not happen within a dwell: refused (the
        * host ceiling kvm-arm.twed_max), failed, or held by the rate
-       * limits.  The levels from it stay barred for two dwells: long
-       * enough not to ask again at once, short enough that a step the
-       * rate limits only delayed is taken soon after. */
+       * limits.  The levels from it are barred for two dwells, twice as
+       * long each time the same level is not taken again, up to the
+       * cooldown (a lower one starts again at two dwells): a step the rate limits only delayed
+       * is taken soon after, while a host ceiling is asked about ever
+       * less often (each refusal also grows the failure back-off of
+       * the VM's changes). */
       if (now - st->pending_at >= dwell)
         {
           if (st->pending > level)
             {
-              st->ceiling = st->pending - 1;
-              st->ceiling_until = MAX (st->ceiling_until, now + 2 * dwell);
+              gint64 cap = MAX (2 * dwell, (gint64) p->cooldown_seconds * G_USEC_PER_SEC);
+
+              if (st->refused != LEVEL_NONE && st->pending >= st->refused)
+                st->refused_bar = MIN (2 * st->refused_bar, cap);
+              else
+                st->refused_bar = MIN (2 * dwell, cap);
+              st->refused = st->refused == LEVEL_NONE ? st->pending : MIN (st->refused, st->pending);
+              st->refused_until = now + st->refused_bar;
             }
           st->pending = LEVEL_NONE;
         }
@@ -694,6 +960,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
 
           verdict (out, TWED_AUTO_HOLD, level,
                    g_strdup_printf ("step to %s decided, not in force yet (at %s)", pn, ln));
+          out->waiting = TRUE;
           out->target = setting_of (st->pending);
           goto done;
         }
@@ -713,19 +980,19 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     }
 
   off = &st->stats[0];
-  below = level == LEVEL_OFF ? NULL : level == lo ? off : &st->stats[level];
-  if (below && below->valid)
-    e_prev = below->exits_per_s;
+  if (level != LEVEL_OFF && off->valid)
+    e_off = pooled_rate (off);
   if (st->w_elapsed_ns < (double) dwell * 1000.0 || st->w_reads < MIN_READS)
     {
       LevelStats *cur = &st->stats[level + 1];
-      g_autofree char *f = cur->valid ? figures (e_prev, cur->exits_per_s, level, NAN, NULL, NULL) : NULL;
+      g_autofree char *f = cur->valid ? figures (e_off, pooled_rate (cur), level, NAN, NULL, NULL) : NULL;
 
       verdict (out, TWED_AUTO_HOLD, level,
                g_strdup_printf ("dwell %.0f s of %u s at %s%s%s", st->w_elapsed_ns / 1e9, p->dwell_seconds, ln,
-                                f ? "; last " : "", f ? f : ""));
-      out->exits_per_s = cur->valid ? cur->exits_per_s : NAN;
-      out->prev_exits_per_s = e_prev;
+                                f ? "; pooled before this window " : "", f ? f : ""));
+      out->exits_per_s = cur->valid ? pooled_rate (cur) : NAN;
+      out->waiting = TRUE;
+      out->off_exits_per_s = e_off;
       goto done;
     }
 
@@ -741,30 +1008,67 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     }
 
   /* A full window at this level: judge it, then start the next. */
-  e = st->w_time_ns > 0 ? st->w_exits / (st->w_time_ns / 1e9) : 0;
+  {
+    LevelStats *cur = &st->stats[level + 1];
+
+    pool_add (cur, st->w_exits, st->w_time_ns, now);
+    e = pooled_rate (cur);
+    /* At off the figure just measured is the reference itself. */
+    if (level == LEVEL_OFF)
+      e_off = e;
+  }
   shares = window_shares (st);
-  st->stats[level + 1] = (LevelStats) { e, now, TRUE };
+  if (level == LEVEL_OFF)
+    off_pool (st);
+  else
+    fresh = newcomer (st, &fresh_twice);
   window_reset (st);
   out->exits_per_s = e;
-  out->prev_exits_per_s = e_prev;
+  out->off_exits_per_s = e_off;
   if (now >= st->ceiling_until)
     st->ceiling = TWED_DELAY_LIMIT;
   top = MIN (hi, st->ceiling);
+  if (st->refused != LEVEL_NONE && now < st->refused_until)
+    top = MIN (top, st->refused - 1);
 
   if (level == LEVEL_OFF)
     {
       const Party *own = g_hash_table_lookup (shares, dom->uuid);
       g_autofree char *own_share = own ? g_strdup_printf ("%.1f %%", own->share * 100) : g_strdup ("not measured");
 
-      /* What every later level is compared with. */
-      g_hash_table_unref (st->off_shares);
-      st->off_shares = g_steal_pointer (&shares);
-      if (top < lo)
+      int back = st->return_to;
+
+      /* What every later level is compared with (the shares are
+       * pooled above). */
+      if (st->off_pcpus)
+        g_array_unref (st->off_pcpus);
+      st->off_pcpus = pcpus_sorted (st->pcpus);
+      st->return_to = LEVEL_NONE;
+      /* A new window at off after a step down: the levels' figures
+       * were judged against the reference as it was, and the VM came
+       * back because something changed.  Measured again for a new
+       * co-runner, they still hold: the exits did not move. */
+      if (back == LEVEL_NONE)
+        for (guint i = 1; i < G_N_ELEMENTS (st->stats); i++)
+          st->stats[i] = (LevelStats) { 0 };
+      if (top < lo && MIN (hi, st->ceiling) < lo)
         verdict (out, TWED_AUTO_HOLD, level,
                  g_strdup_printf ("wfe exits/s %.0f at off; %d and above barred for %" G_GINT64_FORMAT
                                   " s after a back-off", e, lo, (st->ceiling_until - now) / G_USEC_PER_SEC));
+      else if (top < lo)
+        verdict (out, TWED_AUTO_HOLD, level,
+                 g_strdup_printf ("wfe exits/s %.0f at off; %d not taken when asked (host ceiling or rate limits), asked again in %"
+                                  G_GINT64_FORMAT " s", e, st->refused,
+                                  (st->refused_until - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC));
       else if (e < EXITS_FLOOR)
         verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("wfe exits/s %.1f at off: nothing to save", e));
+      else if (back > lo)
+        /* Measured again for a new co-runner: the exits measured at
+         * the levels still hold, and the margin rule judges the
+         * newcomer's share there. */
+        verdict (out, TWED_AUTO_STEP_UP, MIN (back, top),
+                 g_strdup_printf ("wfe exits/s %.0f at off, run-queue wait share %s, off measured again, back to "
+                                  "the level left, step up to %d", e, own_share, MIN (back, top)));
       else
         verdict (out, TWED_AUTO_STEP_UP, lo,
                  g_strdup_printf ("wfe exits/s %.0f at off, run-queue wait share %s, step up to %d",
@@ -776,14 +1080,21 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
                g_strdup_printf ("wfe exits/s %.0f at %s, nothing measured at off to compare with: step down to off",
                                 e, ln));
+      out->protective = TRUE;
       goto done;
     }
   {
     const Party *who_now, *who_off;
     g_autofree char *f = NULL;
     int down = level == lo ? LEVEL_OFF : level - 1;
-    gboolean exits_rose = !isnan (e_prev) && e > e_prev * (1 + p->min_gain);
-    gboolean exits_cut = !isnan (e_prev) && e < e_prev * (1 - p->min_gain);
+    double left = e_off > 0 ? e / e_off : 1;
+    /* Never two levels to or past a level the host refused: it is
+     * asked about again only a level at a time. */
+    int step = (left <= BIG_STEP_LEFT && left > 2 * p->min_gain &&
+                (st->refused == LEVEL_NONE || level + 2 < st->refused)) ? 2 : 1;
+    g_autofree char *dn = NULL;
+    int up = MIN (level + step, top);
+    int below;
 
     /* The cost of the window is paid by whoever waits for the pCPU:
      * the VM's own vCPUs (a lock holder behind its spinner) or a
@@ -791,28 +1102,161 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
      * vCPUs which are always runnable (their share is set by the
      * overcommit, whatever the delay) do not read as a cost, while a
      * neighbour whose pCPU the spinner holds through the window does. */
+    g_autofree char *stale = NULL;
+    gboolean stale_protective;
+
     wait_change = wait_rise (shares, st->off_shares, &who_now, &who_off);
     out->wait_change = wait_change;
-    f = figures (e_prev, e, level, wait_change, who_now, who_off);
+    f = figures (e_off, e, level, wait_change, who_now, who_off);
 
-    if (wait_change > p->wait_margin || exits_rose)
+    /* Everything after rests on the reference at off.  A share above
+     * the margin is judged first: it keeps its cooldown even when the
+     * reference is also to be measured again. */
+    stale = reference_stale (st, now, p, &stale_protective);
+    if (wait_change > p->wait_margin)
       {
         /* The window costs more than it saves: back off and keep this
          * level and above barred for the cooldown (no flapping). */
+        dn = level_name (down);
+        if (stale)
+          stats_reset (st);
         st->ceiling = level - 1;
         st->ceiling_until = now + (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
         verdict (out, TWED_AUTO_STEP_DOWN, down,
-                 g_strdup_printf ("%s, %s, step down", f,
-                                  wait_change > p->wait_margin ? "above the margin" : "more exits than one step lower"));
+                 g_strdup_printf ("%s, above the margin, step down to %s", f, dn));
+        out->protective = TRUE;
+        goto done;
       }
-    else if (exits_cut && level < top)
-      verdict (out, TWED_AUTO_STEP_UP, level + 1, g_strdup_printf ("%s, step up", f));
-    else if (exits_cut)
-      verdict (out, TWED_AUTO_HOLD, level,
-               g_strdup_printf ("%s, hold: %s", f, level >= hi ? "at the bound" : "at the back-off ceiling"));
+    /* Other pCPUs have other co-runners, and a phase change hours
+     * later another workload: the whole reference goes.  Not a back-off:
+     * no cooldown. */
+    if (stale)
+      {
+        stats_reset (st);
+        verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
+                 g_strdup_printf ("wfe exits/s %.0f at %s, %s: step down to off, measuring off again", e, ln, stale));
+        out->protective = stale_protective;
+        goto done;
+      }
+    /* A co-runner never seen at off has no share to compare with: off
+     * is measured again with it, keeping the figures of the levels and
+     * coming back to this one, at most once per cooldown (co-runners
+     * that come and go would otherwise keep every VM near them at off). */
+    if (fresh && fresh_twice && (!st->remeasured_at || now - st->remeasured_at >= (gint64) p->cooldown_seconds * G_USEC_PER_SEC))
+      {
+        st->remeasured_at = now;
+        st->return_to = level;
+        g_hash_table_remove_all (st->newcomers);
+        verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
+                 g_strdup_printf ("wfe exits/s %.0f at %s, new co-runner %s since off was measured: step down to off, "
+                                  "measuring off again", e, ln, fresh));
+        /* It may be paying for the window. */
+        out->protective = TRUE;
+        goto done;
+      }
+
+    /* Exits are judged against off, not against the level below: a
+     * window of a few reads of a lock-heavy guest varies by half or
+     * more at one setting, more than one level changes it, while the
+     * cut from off (a larger, steadier rate) is clear at once. */
+    /* Hysteresis on the exits: one window that did not cut them (the
+     * first window at a level is a few reads, and a step down costs the
+     * cooldown) is judged again; two in a row, or more exits than at
+     * off, are not noise. */
+    if (left > 1 - p->min_gain)
+      st->uncut++;
     else
-      verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("%s, hold: exits not cut by %.0f %%", f,
-                                                           p->min_gain * 100));
+      st->uncut = 0;
+    /* Two judgements of the cut in a row: a window that did not cut
+     * the exits against off breaks the run, one that judged something
+     * else (a ceiling, half the margin) does not. */
+    if (st->uncut)
+      st->cut_run = 0;
+    if (left <= 1 && st->uncut == 1)
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: exits not cut by %.0f %% of off's in one window, judging again", f,
+                                p->min_gain * 100));
+    else if (left > 1 - p->min_gain)
+      {
+        dn = level_name (down);
+        /* The window saves nothing: back off and keep this level and
+         * above barred for the cooldown (no flapping). */
+        st->ceiling = level - 1;
+        st->ceiling_until = now + (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
+        verdict (out, TWED_AUTO_STEP_DOWN, down,
+                 e_off > 0 ? g_strdup_printf ("%s, exits not cut by %.0f %% of off's, step down to %s", f,
+                                              p->min_gain * 100, dn)
+                           : g_strdup_printf ("%s, nothing to save at off: step down to %s", f, dn));
+      }
+    else if (left <= p->min_gain)
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: no more than %.0f %% of off's exits left", f, p->min_gain * 100));
+    else if (wait_change > p->wait_margin / 2)
+      /* Hysteresis: a share between half the margin and the margin
+       * neither pays for a longer window nor costs enough to give this
+       * one up. */
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: more than half the margin", f));
+    else if (level < top && !cut_below (st, level, e, e_off, p->min_gain, &below))
+      {
+        st->cut_run = 0;
+        /* The exits are still well above what is left to gain, but
+         * this level saved nothing more than the one below it: a longer
+         * window only costs.  Hold; stepping back on the same pooled
+         * figures would be stepping on noise. */
+        g_autofree char *bn = level_name (below);
+
+        verdict (out, TWED_AUTO_HOLD, level,
+                 g_strdup_printf ("%s, hold: exits stopped falling: %.0f %% of off's at %s, %.0f %% at %s", f,
+                                  e / e_off * 100, ln, pooled_rate (&st->stats[below + 1]) / e_off * 100, bn));
+      }
+    else if (level < top && ++st->cut_run < 2 && !fresh)
+      {
+        /* One window's pool is the noise the pooling is there to
+         * remove: a step up needs the cut in two judged windows in a
+         * row at this level (so each level left upward has two).  A
+         * newcomer's hold below says more, and counts the cut too. */
+        g_autofree char *bn = level_name (below);
+        double at_below = below == LEVEL_OFF ? e_off : pooled_rate (&st->stats[below + 1]);
+
+        verdict (out, TWED_AUTO_HOLD, level,
+                 g_strdup_printf ("%s, hold: cut from %.0f %% of off's at %s in one window, judging again", f,
+                                  at_below / e_off * 100, bn));
+      }
+    else if (level < top && fresh && !fresh_twice)
+      /* Not stepping up against a reference without a co-runner that
+       * may be paying; one window does not tell a blip from a VM that
+       * stays. */
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: new co-runner %s since off was measured, one window", f, fresh));
+    else if (level < top && fresh)
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: new co-runner %s since off was measured, off measured again %" G_GINT64_FORMAT
+                                " s ago (once per cooldown)", f, fresh, (now - st->remeasured_at) / G_USEC_PER_SEC));
+    else if (level < top)
+      {
+        /* The level below, as judged: the cut is checked against it. */
+        g_autofree char *bn = level_name (below);
+        double at_below = below == LEVEL_OFF ? e_off : pooled_rate (&st->stats[below + 1]);
+
+        verdict (out, TWED_AUTO_STEP_UP, up,
+                 g_strdup_printf ("%s, step up to %d (cut from %.0f %% of off's at %s)", f, up,
+                                  at_below / e_off * 100, bn));
+      }
+    else if (level >= hi)
+      verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("%s, hold: at the bound", f));
+    else if (level == MIN (hi, st->ceiling))
+      verdict (out, TWED_AUTO_HOLD, level, g_strdup_printf ("%s, hold: at the back-off ceiling", f));
+    else if (level > MIN (hi, st->ceiling))
+      /* Set by hand, or a step down not taken: within the margin, it
+       * is not worth a change of its own, but nothing above it. */
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: above the back-off ceiling %d (a step down not taken, or set by hand)", f,
+                                st->ceiling));
+    else
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s, hold: %d not taken when asked (host ceiling or rate limits), asked again in %" G_GINT64_FORMAT
+                                " s", f, st->refused, (st->refused_until - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC));
   }
 
 done:

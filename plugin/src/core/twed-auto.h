@@ -4,14 +4,14 @@
 /* The closed-loop controller of policy bands in mode "auto": from one
  * read of a host to the next it turns each VM's cumulative signals
  * (wfe_exit_stat, twed_delay, run-queue wait vcpu.N.delay, CPU time
- * vcpu.N.time) into deltas, and moves the VM's fixed delay one step at
- * a time within the band's bounds.  It lowers WFE trap exits per second
- * of vCPU time only while no VM among the VM itself and the co-located
- * VMs (their vCPUs that may run on its pCPUs) waits a larger share of
- * its runnable time, wait / (wait + CPU time), than it did with TWED
- * off, beyond a margin: the time a vCPU spins in the window is paid by
- * whoever waits for that pCPU.  Pure: no I/O, times come from the
- * reads. */
+ * vcpu.N.time) into deltas, and moves the VM's fixed delay one step per
+ * decision within the band's bounds.  It lowers WFE trap exits per
+ * second of vCPU time, measured against those at off, only while no VM
+ * among the VM itself and the co-located VMs (their vCPUs that may run
+ * on its pCPUs) waits a larger share of its runnable time, wait /
+ * (wait + CPU time), than it did with TWED off, beyond a margin: the
+ * time a vCPU spins in the window is paid by whoever waits for that
+ * pCPU.  Pure: no I/O, times come from the reads. */
 
 #include "twed-inventory.h"
 
@@ -19,11 +19,19 @@ G_BEGIN_DECLS
 
 typedef struct {
   double wait_margin;     /* a run-queue wait share may rise by this (points, as a fraction) over off */
-  double min_gain;        /* a step up must cut exits/s by this fraction */
+  double min_gain;        /* a delay must save this fraction of the exits/s at off to be kept, and
+                           * more than this fraction must be left for a longer one to be tried */
   guint dwell_seconds;    /* minimum time (and two reads) at a setting before judging it */
   guint stale_seconds;    /* signals older than this: fall back to off */
   guint cooldown_seconds; /* after a back-off, the levels above stay barred */
+  guint baseline_seconds; /* a reference at off older than this is measured again, 0 = never */
 } TwedAutoParams;
+
+/* The least min_gain a policy may ask for. */
+#define TWED_AUTO_MIN_GAIN_FLOOR 0.02
+/* baseline_seconds, when not 0, is at least this many dwells (and the
+ * cooldown). */
+#define TWED_AUTO_BASELINE_DWELLS 10u
 
 void twed_auto_params_init (TwedAutoParams *params);
 
@@ -36,14 +44,19 @@ typedef enum {
 } TwedAutoDecision;
 
 const char *twed_auto_decision_to_string (TwedAutoDecision decision);
+/* The decision twed_auto_decision_to_string() names @str; FALSE when none. */
+gboolean    twed_auto_decision_from_string (const char *str, TwedAutoDecision *decision);
 
 /* One decision with the figures it rests on (NAN where not known). */
 typedef struct {
   TwedAutoDecision decision;
   TwedSetting target;     /* off or fixed */
-  double exits_per_s;     /* WFE exits per second of vCPU time, at the current setting */
-  double prev_exits_per_s;/* the same one step lower (off for the lowest) */
+  double exits_per_s;     /* WFE exits per second of vCPU time at the current setting, pooled */
+  double off_exits_per_s; /* the same at off, which the setting is judged against */
   double wait_change;     /* largest rise of a wait share (VM or co-located) over off, fraction */
+  gboolean waiting;       /* a hold that only waits for time to pass (a dwell, a decided step) */
+  gboolean protective;    /* a step down or to off that undoes a cost (a wait share above the
+                           * margin, a co-runner not measured) or a setting nothing measures */
   char *reason;
 } TwedAutoVerdict;
 

@@ -135,6 +135,7 @@ twed_domain_copy (const TwedDomain *src)
   dom->flavor = g_strdup (src->flavor);
   dom->load_error = g_strdup (src->load_error);
   dom->hold = g_strdup (src->hold);
+  dom->hold_after_failure = src->hold_after_failure;
   dom->signals = twed_domain_signals_copy (src->signals);
   dom->ratio = src->ratio;
   return dom;

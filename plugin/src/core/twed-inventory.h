@@ -78,6 +78,9 @@ typedef struct {
   /* Why the domain must not be changed now (changed too recently, or
    * its last change failed and backs off); NULL when it may be. */
   char *hold;
+  /* The hold is only the back-off after a failed change: a change the
+   * host always takes (an auto step down, off) need not wait for it. */
+  gboolean hold_after_failure;
   /* From the bulk stats of this read; NULL when it carried none (not
    * running, or a driver without the VCPU group). */
   TwedDomainSignals *signals;

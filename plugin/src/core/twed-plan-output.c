@@ -246,7 +246,7 @@ write_plan (JsonWriter *w, const TwedPlan *plan)
           add_int (w, "max", e->auto_bounds.max);
           add_str (w, "decision", twed_auto_decision_to_string (e->auto_decision));
           add_number (w, "wfe_exits_per_s", e->auto_exits_per_s);
-          add_number (w, "prev_wfe_exits_per_s", e->auto_prev_exits_per_s);
+          add_number (w, "off_wfe_exits_per_s", e->auto_off_exits_per_s);
           add_number (w, "runqueue_wait_change", e->auto_wait_change);
           jw_close (w, '}');
         }

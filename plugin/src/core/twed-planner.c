@@ -157,8 +157,10 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
       e->target = v.target;
       e->auto_decision = v.decision;
       e->auto_exits_per_s = v.exits_per_s;
-      e->auto_prev_exits_per_s = v.prev_exits_per_s;
+      e->auto_off_exits_per_s = v.off_exits_per_s;
       e->auto_wait_change = v.wait_change;
+      e->auto_waiting = v.waiting;
+      e->auto_protective = v.protective;
       e->reason = g_strdup_printf ("auto %u..%u: %s", bounds->min, bounds->max, v.reason);
       twed_auto_verdict_clear (&v);
       return;
@@ -171,9 +173,19 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
     {
       e->target = (TwedSetting) { TWED_MODE_OFF, 0, 0, 0 };
       e->auto_decision = TWED_AUTO_STEP_DOWN;
+      e->auto_protective = TRUE;
     }
   e->reason = g_strdup_printf ("auto %u..%u: a single run has no signal history; twedd moves the delay",
                                bounds->min, bounds->max);
+}
+
+/* An auto change to a lower delay, whatever the decision's name: a
+ * step down, a fallback, or a hold that sends a pending lower target
+ * again. */
+static gboolean
+lowers_delay (const TwedPlanEntry *e)
+{
+  return e->is_auto && twed_setting_lowers (&e->current, &e->target);
 }
 
 static TwedPlanEntry *
@@ -194,7 +206,7 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
   e->current = dom->twed;
   twed_setting_normalize (&e->current);
   e->target = e->current;
-  e->auto_exits_per_s = e->auto_prev_exits_per_s = e->auto_wait_change = NAN;
+  e->auto_exits_per_s = e->auto_off_exits_per_s = e->auto_wait_change = NAN;
 
   pol = twed_policy_set_lookup (set, host->name, dom);
   e->policy = g_strdup (pol->name);
@@ -248,7 +260,13 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
           e->action = TWED_ACTION_KEEP;
           e->reason = g_strdup_printf ("ratio %.2f in band %s, %s", dom->ratio, e->band, why);
         }
-      else if (dom->hold)
+      /* The back-off after a failed step up (above the host's
+       * ceiling, say) must not keep a delay that costs more than it
+       * saves for up to an hour: a lower delay may pass it.  The
+       * backend marks a hold so only when the change that failed was
+       * a raise; a lowering that failed (a domain job, a hung
+       * monitor) waits its back-off like any change. */
+      else if (dom->hold && !(dom->hold_after_failure && lowers_delay (e)))
         {
           e->action = TWED_ACTION_DEFER;
           e->reason = g_strdup_printf ("ratio %.2f in band %s, %s; deferred: %s", dom->ratio, e->band, why,
@@ -291,12 +309,13 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
   return e;
 }
 
-/* An auto step down or fallback: it undoes a delay that costs more
- * than it saves, or that nothing measures any more. */
+/* An auto step down or fallback that undoes a delay costing more than
+ * it saves, or that nothing measures any more; not one that only saves
+ * nothing (exits not cut), which can wait its turn like any change. */
 static gboolean
 is_protective (const TwedPlanEntry *e)
 {
-  return e->is_auto && (e->auto_decision == TWED_AUTO_STEP_DOWN || e->auto_decision == TWED_AUTO_FALLBACK);
+  return e->is_auto && e->auto_protective;
 }
 
 /* Protective auto steps first, then the most overcommitted: they gain

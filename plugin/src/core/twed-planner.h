@@ -44,8 +44,10 @@ typedef struct {
   TwedSetting auto_bounds;
   TwedAutoDecision auto_decision;
   double auto_exits_per_s;
-  double auto_prev_exits_per_s;
+  double auto_off_exits_per_s;
   double auto_wait_change;
+  gboolean auto_waiting;  /* the decision only waits (dwell, a step not in force yet) */
+  gboolean auto_protective; /* TwedAutoVerdict.protective */
 } TwedPlanEntry;
 
 typedef struct {

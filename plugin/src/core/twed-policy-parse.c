@@ -473,7 +473,7 @@ static gboolean
 parse_auto (JsonNode *node, const char *path, TwedAutoParams *ap, GError **error)
 {
   static const char *const allowed[] = {
-    "wait_margin", "min_gain", "dwell_seconds", "stale_seconds", "cooldown_seconds", NULL
+    "wait_margin", "min_gain", "dwell_seconds", "stale_seconds", "cooldown_seconds", "baseline_seconds", NULL
   };
   JsonObject *obj;
 
@@ -484,8 +484,42 @@ parse_auto (JsonNode *node, const char *path, TwedAutoParams *ap, GError **error
       !get_fraction (obj, "min_gain", path, 0, 1, &ap->min_gain, error) ||
       !get_seconds (obj, "dwell_seconds", path, 1, 86400, &ap->dwell_seconds, error) ||
       !get_seconds (obj, "stale_seconds", path, 1, 86400, &ap->stale_seconds, error) ||
-      !get_seconds (obj, "cooldown_seconds", path, 0, 604800, &ap->cooldown_seconds, error))
+      !get_seconds (obj, "cooldown_seconds", path, 0, 604800, &ap->cooldown_seconds, error) ||
+      !get_seconds (obj, "baseline_seconds", path, 0, 604800, &ap->baseline_seconds, error))
     return FALSE;
+  /* A step up needs more than min_gain and no more than 1 - min_gain
+   * of off's exits left: from 0.5 on, no level could ever be tried. */
+  if (ap->min_gain >= 0.5)
+    {
+      g_autofree char *p = member_path (path, "min_gain");
+
+      return bad (error, p, "must be below 0.5, got %g: a step up needs more than min_gain and at most "
+                  "1 - min_gain of off's exits left", ap->min_gain);
+    }
+  /* A level must cut the exits against the one below by a real
+   * fraction: at 0, two equal levels count as a cut and a plateau (or
+   * noise) climbs to the bound. */
+  if (ap->min_gain < TWED_AUTO_MIN_GAIN_FLOOR)
+    {
+      g_autofree char *p = member_path (path, "min_gain");
+
+      return bad (error, p, "must be at least %g, got %g: a level that cuts nothing would count as a cut",
+                  TWED_AUTO_MIN_GAIN_FLOOR, ap->min_gain);
+    }
+  /* The age is counted from the window at off, and the climb from there
+   * takes a few dwells: a shorter baseline measures off again before
+   * the VM gets where it would settle, or after every window. */
+  if (ap->baseline_seconds &&
+      ap->baseline_seconds < MAX (TWED_AUTO_BASELINE_DWELLS * ap->dwell_seconds, ap->cooldown_seconds))
+    {
+      g_autofree char *p = member_path (path, "baseline_seconds");
+
+      return bad (error, p, "must be 0 (never by age) or at least %u (%u x dwell_seconds %u, and "
+                  "cooldown_seconds %u), got %u%s", MAX (TWED_AUTO_BASELINE_DWELLS * ap->dwell_seconds,
+                                                         ap->cooldown_seconds),
+                  TWED_AUTO_BASELINE_DWELLS, ap->dwell_seconds, ap->cooldown_seconds, ap->baseline_seconds,
+                  json_object_has_member (obj, "baseline_seconds") ? "" : " (the default)");
+    }
   return TRUE;
 }
 

@@ -87,6 +87,14 @@ twed_setting_equal (const TwedSetting *a, const TwedSetting *b)
   return x.mode == y.mode && x.delay == y.delay && x.min == y.min && x.max == y.max;
 }
 
+gboolean
+twed_setting_lowers (const TwedSetting *from, const TwedSetting *to)
+{
+  if (to->mode == TWED_MODE_OFF)
+    return from->mode != TWED_MODE_OFF;
+  return from->mode == TWED_MODE_FIXED && to->mode == TWED_MODE_FIXED && to->delay < from->delay;
+}
+
 static const TwedFieldNames plain_names = { "delay", "min", "max", "a higher limit" };
 
 gboolean

@@ -43,6 +43,10 @@ const char *twed_support_to_string (TwedSupport support);
 
 void     twed_setting_normalize (TwedSetting *s);
 gboolean twed_setting_equal (const TwedSetting *a, const TwedSetting *b);
+/* Whether @to waits less than @from before a WFE traps: off from any
+ * other setting, or a shorter fixed delay.  A change between dynamic
+ * settings, or to one, is not a lowering. */
+gboolean twed_setting_lowers (const TwedSetting *from, const TwedSetting *to);
 /* Which of delay/min/max a setting was written with. */
 typedef enum {
   TWED_FIELD_DELAY = 1 << 0,

@@ -80,14 +80,15 @@ apply_func (gpointer item, gpointer data)
       if (apply_entry (h, e, &error))
         {
           e->result = TWED_RESULT_APPLIED;
-          backend_vm_changed (h, e->uuid ? e->uuid : e->domain, NULL);
+          backend_vm_changed (h, e->uuid ? e->uuid : e->domain, NULL, FALSE);
           twed_log_change (h->name, e->domain, from, to, e->reason);
         }
       else
         {
           /* Without the API nothing was tried: nothing to back off. */
           if (twed_domain_params_available ())
-            backend_vm_changed (h, e->uuid ? e->uuid : e->domain, error);
+            backend_vm_changed (h, e->uuid ? e->uuid : e->domain, error,
+                                !twed_setting_lowers (&e->current, &e->target));
           e->result = TWED_RESULT_FAILED;
           e->error = g_strdup (error->message);
           failed++;
@@ -260,7 +261,7 @@ twed_backend_set_manual (TwedBackend *b, const char *name, const TwedSetting *s,
       /* A manual setting is the operator's to make at any time, but it
        * counts as the VM's last change for what this process plans. */
       if (virDomainGetUUIDString (dom, uuid) == 0)
-        backend_vm_changed (h, uuid, NULL);
+        backend_vm_changed (h, uuid, NULL, FALSE);
     }
   /* A change like apply's: in the journal whatever the verbosity. */
   {

@@ -23,6 +23,9 @@ typedef struct {
   guint backoff;            /* seconds of the current failure backoff */
   gint64 retry_at;          /* monotonic usec: no change before */
   char *error;              /* the last failure, with libvirt's code */
+  gboolean failed_raise;    /* the last failed change was not to a
+                             * lower delay: one to a lower delay may
+                             * pass the back-off */
 } VmState;
 
 /* When a VM was last changed, fleet-wide: keyed by its uuid, not by
@@ -135,10 +138,13 @@ void      backend_count_read (BackendHost *h);
 void      backend_count_write (BackendHost *h);
 /* After a change of the VM @key was tried (@error NULL: made): holds
  * it for min_change_interval, or backs it off when it failed.  @key:
- * its uuid (or name, from a driver without uuids). */
-void      backend_vm_changed (BackendHost *h, const char *key, const GError *error);
-/* Why the VM @key must not change now, NULL when it may. */
-char     *backend_vm_hold (BackendHost *h, const char *key);
+ * its uuid (or name, from a driver without uuids); @raise: the change
+ * was not to a lower delay (twed_setting_lowers). */
+void      backend_vm_changed (BackendHost *h, const char *key, const GError *error, gboolean raise);
+/* Why the VM @key must not change now, NULL when it may.
+ * @after_failure: the hold is only the back-off after a failed raise,
+ * which a change to a lower delay may pass. */
+char     *backend_vm_hold (BackendHost *h, const char *key, gboolean *after_failure);
 /* @dom was set live to @s here: the tunable event that reports it is
  * the backend's own and prompts no pass. */
 void      backend_expect_own_change (BackendHost *h, virDomainPtr dom, const TwedSetting *s);

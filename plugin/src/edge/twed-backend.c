@@ -138,7 +138,7 @@ change_stamp_set (TwedBackend *b, const char *key, const char *host, gint64 at)
 }
 
 void
-backend_vm_changed (BackendHost *h, const char *key, const GError *error)
+backend_vm_changed (BackendHost *h, const char *key, const GError *error, gboolean raise)
 {
   gint64 now = g_get_monotonic_time ();
   VmState *st;
@@ -162,6 +162,9 @@ backend_vm_changed (BackendHost *h, const char *key, const GError *error)
   st->backoff = backoff_step (st->backoff, VM_FAILURE_BACKOFF_FIRST_S, VM_FAILURE_BACKOFF_MAX_S);
   st->retry_at = now + (gint64) st->backoff * G_USEC_PER_SEC;
   st->error = g_strdup (error->message);
+  /* A lowering that fails too (a domain job, a hung monitor, not the
+   * host's ceiling) ends the pass-through: the next one waits. */
+  st->failed_raise = raise;
   g_mutex_unlock (&h->vm_lock);
 }
 
@@ -272,30 +275,48 @@ twed_backend_ungrant (TwedBackend *b, const TwedPlanEntry *en)
 }
 
 char *
-backend_vm_hold (BackendHost *h, const char *key)
+backend_vm_hold (BackendHost *h, const char *key, gboolean *after_failure)
 {
   TwedBackend *b = h->backend;
   guint min = BACKEND_OPT (b, min_change_interval);
   gint64 now = g_get_monotonic_time ();
-  char *hold = NULL;
+  char *failed = NULL, *recent = NULL;
+  gboolean failed_raise = FALSE;
   VmState *st;
   ChangeStamp *c;
 
   g_mutex_lock (&h->vm_lock);
   if ((st = g_hash_table_lookup (h->vms, key)) && st->retry_at > now)
-    hold = g_strdup_printf ("its last change failed (%u in a row, next try in %" G_GINT64_FORMAT " s): %s",
-                            st->failures, (st->retry_at - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC,
-                            st->error);
+    {
+      failed = g_strdup_printf ("its last change failed (%u in a row, next try in %" G_GINT64_FORMAT " s): %s",
+                                st->failures, (st->retry_at - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC,
+                                st->error);
+      failed_raise = st->failed_raise;
+    }
   g_mutex_unlock (&h->vm_lock);
-  if (hold || !min)
-    return hold;
-  g_mutex_lock (&b->changes_lock);
-  if ((c = g_hash_table_lookup (b->changes, key)) && c->at && now - c->at < (gint64) min * G_USEC_PER_SEC)
-    hold = g_strdup_printf ("changed %" G_GINT64_FORMAT " s ago%s%s, min_change_interval %u s",
-                            (now - c->at) / G_USEC_PER_SEC, g_strcmp0 (c->host, h->name) ? " on " : "",
-                            g_strcmp0 (c->host, h->name) ? c->host : "", min);
-  g_mutex_unlock (&b->changes_lock);
-  return hold;
+  /* Both are asked: the planner may let a lowering through the
+   * back-off of a failed raise, never through min_change_interval. */
+  if (min)
+    {
+      g_mutex_lock (&b->changes_lock);
+      if ((c = g_hash_table_lookup (b->changes, key)) && c->at && now - c->at < (gint64) min * G_USEC_PER_SEC)
+        recent = g_strdup_printf ("changed %" G_GINT64_FORMAT " s ago%s%s, min_change_interval %u s",
+                                  (now - c->at) / G_USEC_PER_SEC, g_strcmp0 (c->host, h->name) ? " on " : "",
+                                  g_strcmp0 (c->host, h->name) ? c->host : "", min);
+      g_mutex_unlock (&b->changes_lock);
+    }
+  *after_failure = failed && failed_raise && !recent;
+  /* Both hold it: name min_change_interval first, it holds every
+   * change; the failure says how long the back-off runs. */
+  if (failed && recent)
+    {
+      char *both = g_strdup_printf ("%s; and %s", recent, failed);
+
+      g_free (recent);
+      g_free (failed);
+      return both;
+    }
+  return failed ? failed : recent;
 }
 
 static BackendHost *
@@ -1087,7 +1108,7 @@ read_domains (BackendHost *h, TwedHost *out, GError **error)
       if (!copy->uuid)
         copy->uuid = g_strdup (uuid);
       g_free (copy->hold);
-      copy->hold = backend_vm_hold (h, uuid);
+      copy->hold = backend_vm_hold (h, uuid, &copy->hold_after_failure);
       /* The auto bands' signals come with the same call. */
       twed_domain_signals_free (copy->signals);
       copy->signals = copy->active ? twed_signals_from_record (r, g_get_monotonic_time ()) : NULL;

@@ -166,8 +166,8 @@ twed_log_init (TwedLogVerbosity verbosity)
 }
 
 static void
-emit (GLogLevelFlags level, const char *host, const char *domain, const char *change,
-      const char *event, const char *message)
+emit_auto (GLogLevelFlags level, const char *host, const char *domain, const char *change,
+           const char *event, const char *decision, const char *message)
 {
   GLogField fields[8];
   gsize n = 0;
@@ -184,7 +184,36 @@ emit (GLogLevelFlags level, const char *host, const char *domain, const char *ch
     fields[n++] = (GLogField) { TWED_LOG_FIELD_CHANGE, change, -1 };
   if (event)
     fields[n++] = (GLogField) { TWED_LOG_FIELD_EVENT, event, -1 };
+  if (decision)
+    fields[n++] = (GLogField) { TWED_LOG_FIELD_AUTO, decision, -1 };
   g_log_structured_array (level, fields, n);
+}
+
+static void
+emit (GLogLevelFlags level, const char *host, const char *domain, const char *change,
+      const char *event, const char *message)
+{
+  emit_auto (level, host, domain, change, event, NULL, message);
+}
+
+gboolean
+twed_log_enabled (GLogLevelFlags level)
+{
+  return !dropped (level);
+}
+
+void
+twed_log_auto (const char *host, const char *domain, const char *decision, const char *fmt, ...)
+{
+  va_list ap;
+  g_autofree char *msg = NULL;
+
+  if (dropped (G_LOG_LEVEL_DEBUG))
+    return;
+  va_start (ap, fmt);
+  msg = g_strdup_vprintf (fmt, ap);
+  va_end (ap);
+  emit_auto (G_LOG_LEVEL_DEBUG, host, domain, NULL, NULL, decision, msg);
 }
 
 void

@@ -10,6 +10,7 @@ G_BEGIN_DECLS
 #define TWED_LOG_FIELD_DOMAIN "TWED_DOMAIN"
 #define TWED_LOG_FIELD_CHANGE "TWED_CHANGE"
 #define TWED_LOG_FIELD_EVENT "TWED_EVENT"
+#define TWED_LOG_FIELD_AUTO "TWED_AUTO"
 
 typedef enum {
   TWED_LOG_QUIET,   /* warnings and errors only */
@@ -39,5 +40,12 @@ void twed_log_domain (GLogLevelFlags level, const char *host, const char *domain
 void twed_log_change (const char *host, const char *domain, const char *from, const char *to,
                       const char *reason);
 void twed_log_event (const char *host, const char *domain, const char *what);
+/* A debug message about an auto decision that changed nothing, with
+ * the decision (hold, step-up, ...) in TWED_AUTO. */
+void twed_log_auto (const char *host, const char *domain, const char *decision,
+                    const char *fmt, ...) G_GNUC_PRINTF (4, 5);
+/* Whether a message at @level would be written: a caller that logs
+ * many of them can skip formatting them. */
+gboolean twed_log_enabled (GLogLevelFlags level);
 
 G_END_DECLS
