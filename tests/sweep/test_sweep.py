@@ -188,7 +188,7 @@ class Runner(unittest.TestCase):
     def test_session_script_survives_the_command_line(self):
         import base64
         from sweep import session
-        script = session.session_script(["/bin/lockstress", "--seconds", "2"], 11, 2, 11,
+        script = session.session_script(["/bin/lockstress", "--seconds", "2"], 11, 2, [4, 11],
                                         ["/bin/lockstress", "--seconds", "15"])
         cmd = session.session_cmdline(script)
         # guest-boot splits at commas: /bin/sh, -c and one word; nothing
@@ -199,7 +199,9 @@ class Runner(unittest.TestCase):
         self.assertNotRegex(words[2], r"[ \"']")
         b64 = words[2].split("echo${IFS}")[1].split("|")[0]
         self.assertEqual(base64.b64decode(b64).decode(), script)
-        self.assertIn("if [ $i = 11 ]; then echo TWED-SWEEP: WARM $i; /bin/lockstress --seconds 15 >/dev/null; fi;", script)
+        self.assertIn("case $i in 4|11) echo TWED-SWEEP: WARM $i; /bin/lockstress --seconds 15 >/dev/null;; esac;", script)
+        self.assertIn("case $i in 4|11) sleep 1;; esac;", script)
+        self.assertNotIn("WARM", session.session_script(["/bin/true"], 3, 2, [], []))
         self.assertEqual(session.with_seconds(["--threads", "1"], 3), ["--threads", "1", "--seconds", "3"])
 
     def test_plan_interleaves_settings(self):
@@ -243,8 +245,13 @@ class Matrix(unittest.TestCase):
             self.assertIn("auto-6-14", labels)
             self.assertIn("dynamic-4-0-15", labels)
             # the whole fixed ladder: the best fixed setting is what auto is held to
-            self.assertEqual([lb for lb in labels if lb.startswith("fixed-")],
+            self.assertEqual([s.label for s in m.settings if s.mode == "fixed" and not s.twedd],
                              [f"fixed-{d}" for d in range(15)])
+            # and the control of twedd's own cost
+            control = [s for s in m.settings if s.twedd]
+            self.assertEqual([(s.label, s.delay, s.under_twedd) for s in control],
+                             [("fixed-9-twedd", 9, True)])
+            self.assertEqual(control[0].twedtune_args(), ["--mode", "fixed", "--delay", "9", "--min", "9", "--max", "9"])
             self.assertEqual(m.settings[-1].twedtune_args(), ["--mode", "off"])
         self.assertEqual((parts[1].vcpus, parts[1].overcommit[0].pinning(4)), (4, [0, 0, 1, 1]))
         self.assertIsNone(parts[0].neighbour)
@@ -259,6 +266,24 @@ class Matrix(unittest.TestCase):
         self.assertEqual(m.settings[1].to_json(), {"label": "auto-6-14", "mode": "auto", "min": 6, "max": 14})
         with self.assertRaisesRegex(matrix.MatrixError, "min <= max"):
             matrix.parse(json.dumps(dict(doc, twed=["auto:9,3"])), "t.json")
+
+    def test_fixed_under_twedd(self):
+        doc = dict(GOOD, twed=["off", "fixed:9@twedd"])
+        with self.assertRaisesRegex(matrix.MatrixError, "session"):
+            matrix.parse(json.dumps(doc), "t.json")
+        doc["session"] = {"enabled": True}
+        m = matrix.parse(json.dumps(doc), "t.json")
+        self.assertEqual(m.settings[1].to_json(),
+                         {"label": "fixed-9-twedd", "mode": "fixed", "delay": 9, "under_twedd": True})
+        self.assertTrue(m.settings[1].under_twedd)
+        self.assertFalse(m.settings[0].under_twedd)
+        # the object form round-trips, and says what is wrong
+        again = matrix.parse(json.dumps(dict(doc, twed=[m.settings[1].to_json()])), "t.json")
+        self.assertEqual(again.settings[0].label, "fixed-9-twedd")
+        with self.assertRaisesRegex(matrix.MatrixError, r"\$\.twed\[0\]\.under_twedd: must be a boolean"):
+            matrix.parse(json.dumps(dict(doc, twed=[{"mode": "fixed", "delay": 9, "under_twedd": "yes"}])), "t.json")
+        with self.assertRaisesRegex(matrix.MatrixError, "is not off, fixed:D, fixed:D@twedd"):
+            matrix.parse(json.dumps(dict(doc, twed=["dynamic:4,0,15@twedd"])), "t.json")
 
     def test_presets_are_valid(self):
         for name in ("rfc-2020", "icache-2017", "oversubscribed"):
@@ -437,6 +462,24 @@ class Report(unittest.TestCase):
             self.assertIn("`auto-6-14` versus the best fixed setting `fixed-10`", text)
             self.assertIn("+0.0 %", text)
             self.assertIn("no difference shown", text)
+            # A control under twedd (the fixture's fixed-10 runs again): never
+            # the best fixed setting, compared with auto and with fixed-10.
+            m["twed"].append({"label": "fixed-10-twedd", "mode": "fixed", "delay": 10, "under_twedd": True})
+            with open(os.path.join(out, "matrix.json"), "w", encoding="utf-8") as f:
+                json.dump(m, f)
+            shutil.copytree(os.path.join(src, "fixed-10"), os.path.join(src, "fixed-10-twedd"))
+            for name in os.listdir(os.path.join(src, "fixed-10-twedd")):
+                path = os.path.join(src, "fixed-10-twedd", name)
+                with open(path, encoding="utf-8") as f:
+                    r = json.load(f)
+                r["setting"] = {"label": "fixed-10-twedd", "mode": "fixed", "delay": 10, "under_twedd": True}
+                r["result"]["metrics"] = {k: v * 1000 for k, v in r["result"]["metrics"].items()}
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(r, f)
+            text = report.versus_best_fixed(report.Sweep(out), "host-b", "2:1", "lockstress")
+            self.assertIn("`auto-6-14` versus the best fixed setting `fixed-10`", text)
+            self.assertIn("`auto-6-14` versus the fixed control under twedd `fixed-10-twedd`", text)
+            self.assertIn("`fixed-10-twedd` versus the same delay without twedd (twedd's own cost) `fixed-10`", text)
         finally:
             shutil.rmtree(tmp)
 

@@ -37,20 +37,30 @@ class MatrixError(Exception):
 
 
 class Setting:
-    """One TWED setting as twedtune takes it."""
+    """One TWED setting as twedtune takes it.  A fixed setting may run
+    under twedd (twedd=True): the delay set as for any fixed setting, and
+    twedd beside the guest as for auto, with a policy that keeps that
+    delay, through the same warm-up: the control that tells twedd's own
+    cost on the host from what auto's decisions do."""
 
-    def __init__(self, mode, delay=0, min_=0, max_=0, label=None):
+    def __init__(self, mode, delay=0, min_=0, max_=0, label=None, twedd=False):
         self.mode = mode
         self.delay = delay
         self.min = min_
         self.max = max_
+        self.twedd = twedd
         self.label = label or self.default_label()
+
+    @property
+    def under_twedd(self):
+        """twedd runs beside the guest during this setting's segment."""
+        return self.mode == "auto" or self.twedd
 
     def default_label(self):
         if self.mode == "off":
             return "off"
         if self.mode == "fixed":
-            return f"fixed-{self.delay}"
+            return f"fixed-{self.delay}" + ("-twedd" if self.twedd else "")
         if self.mode == "auto":
             return f"auto-{self.min}-{self.max}"
         return f"dynamic-{self.delay}-{self.min}-{self.max}"
@@ -77,6 +87,8 @@ class Setting:
             d["delay"] = self.delay
         if self.mode in ("dynamic", "auto"):
             d["min"], d["max"] = self.min, self.max
+        if self.twedd:
+            d["under_twedd"] = True
         return d
 
 
@@ -278,20 +290,23 @@ def _json_type(value):
 def _parse_setting(c, value, path):
     """A setting: an object {mode, delay, min, max, label} or the short
     form of the kernel's kvm-arm.twed= parameter: off, fixed:D,
-    dynamic:D,MIN,MAX."""
+    dynamic:D,MIN,MAX; auto:MIN,MAX for twedd's closed loop, and
+    fixed:D@twedd for a fixed delay with twedd running beside it."""
     if isinstance(value, str):
-        m = re.fullmatch(r"off|fixed:(\d+)|dynamic:(\d+),(\d+),(\d+)|auto:(\d+),(\d+)", value)
+        m = re.fullmatch(r"off|fixed:(\d+)(@twedd)?|dynamic:(\d+),(\d+),(\d+)|auto:(\d+),(\d+)", value)
         if not m:
-            c.fail(path, f"'{value}' is not off, fixed:D, dynamic:D,MIN,MAX or auto:MIN,MAX")
+            c.fail(path, f"'{value}' is not off, fixed:D, fixed:D@twedd, dynamic:D,MIN,MAX or auto:MIN,MAX")
         if value == "off":
             value = {"mode": "off"}
         elif m.group(1) is not None:
             value = {"mode": "fixed", "delay": int(m.group(1))}
-        elif m.group(5) is not None:
-            value = {"mode": "auto", "min": int(m.group(5)), "max": int(m.group(6))}
+            if m.group(2):
+                value["under_twedd"] = True
+        elif m.group(6) is not None:
+            value = {"mode": "auto", "min": int(m.group(6)), "max": int(m.group(7))}
         else:
-            value = {"mode": "dynamic", "delay": int(m.group(2)),
-                     "min": int(m.group(3)), "max": int(m.group(4))}
+            value = {"mode": "dynamic", "delay": int(m.group(3)),
+                     "min": int(m.group(4)), "max": int(m.group(5))}
     c.type_(value, (dict,), path, "an object or a string like 'fixed:3'")
     mode = value.get("mode")
     if mode is not None:
@@ -300,9 +315,10 @@ def _parse_setting(c, value, path):
         c.keys(value, path, ["mode"], ["label"])
         s = Setting("off")
     elif mode == "fixed":
-        c.keys(value, path, ["mode", "delay"], ["label"])
+        c.keys(value, path, ["mode", "delay"], ["label", "under_twedd"])
         d = c.int_range(value["delay"], f"{path}.delay", 0, TWEDEL_MAX)
-        s = Setting("fixed", d, d, d)
+        s = Setting("fixed", d, d, d,
+                    twedd=c.type_(value.get("under_twedd", False), (bool,), f"{path}.under_twedd", "a boolean"))
     elif mode == "dynamic":
         c.keys(value, path, ["mode", "delay", "min", "max"], ["label"])
         d = c.int_range(value["delay"], f"{path}.delay", 0, TWEDEL_MAX)
@@ -471,8 +487,8 @@ def parse(text, source="<matrix>", repetitions=None, hosts=None):
         c.int_range(sess.get("auto_warmup_seconds", 20), "$.session.auto_warmup_seconds", 0, 3600),
         c.int_range(sess.get("auto_dwell_seconds", 2), "$.session.auto_dwell_seconds", 1, 3600),
         c.int_range(sess.get("auto_interval_seconds", 1), "$.session.auto_interval_seconds", 1, 3600))
-    if any(s.mode == "auto" for s in settings) and not session.enabled:
-        c.fail("$.twed", "auto settings need \"session\": {\"enabled\": true} (twedd runs beside the guest)")
+    if any(s.under_twedd for s in settings) and not session.enabled:
+        c.fail("$.twed", "auto and @twedd settings need \"session\": {\"enabled\": true} (twedd runs beside the guest)")
 
     neighbour = None
     if doc.get("neighbour") is not None:

@@ -225,16 +225,25 @@ def versus_off(sweep, host, ratio, wl, metric, unit):
     return "\n".join(lines) + "\n\n" + spread + "\n"
 
 
+def setting_kind(s):
+    """A setting's kind in the matrix JSON: its mode, or "fixed@twedd" for
+    the control of twedd's own cost (a fixed delay with twedd beside it)."""
+    return "fixed@twedd" if s.get("under_twedd") else s["mode"]
+
+
 def versus_best_fixed(sweep, host, ratio, wl):
     """auto against the best fixed setting (by the median of the
     workload's figure), on the workload and, if there is one, on the
-    neighbour's figure: the difference with its 95 % interval."""
+    neighbour's figure: the difference with its 95 % interval.  With a
+    fixed:D@twedd control, also auto against it and the control against
+    fixed:D alone: what twedd's own polling costs on this host."""
     metric, kind = sweep.primary(wl)
-    kinds = {s["label"]: s["mode"] for s in sweep.matrix["twed"]}
-    fixed = [s for s in sweep.settings if kinds.get(s) == "fixed"
-             and stats.summary(sweep.values(host, ratio, wl, s, metric))]
-    autos = [s for s in sweep.settings if kinds.get(s) == "auto"
-             and stats.summary(sweep.values(host, ratio, wl, s, metric))]
+    settings = sweep.setting_by_label
+    kinds = {label: setting_kind(s) for label, s in settings.items()}
+    measured = [s for s in sweep.settings if stats.summary(sweep.values(host, ratio, wl, s, metric))]
+    fixed = [s for s in measured if kinds.get(s) == "fixed"]
+    autos = [s for s in measured if kinds.get(s) == "auto"]
+    controls = [s for s in measured if kinds.get(s) == "fixed@twedd"]
     if not fixed or not autos:
         return ""
     pick = max if kind.higher_is_better else min
@@ -243,16 +252,21 @@ def versus_best_fixed(sweep, host, ratio, wl):
     checks = [(metric, f"{wl} {kind.primary}")]
     if nb:
         checks.append((f"neighbour.{workloads.KNOWN[nb['name']].primary}", f"neighbour {nb['label']}"))
+    pairs = [(a, best, "the best fixed setting") for a in autos]
+    for c in controls:
+        pairs += [(a, c, "the fixed control under twedd") for a in autos]
+        plain = [f for f in fixed if settings[f].get("delay") == settings[c].get("delay")]
+        pairs += [(c, f, "the same delay without twedd (twedd's own cost)") for f in plain]
     lines = []
-    for a in autos:
+    for new, base_label, what in pairs:
         for m, title in checks:
-            base = sweep.values(host, ratio, wl, best, m)
-            ci = stats.bootstrap_median_diff(base, sweep.values(host, ratio, wl, a, m))
+            base = sweep.values(host, ratio, wl, base_label, m)
+            ci = stats.bootstrap_median_diff(base, sweep.values(host, ratio, wl, new, m))
             bm = stats.summary(base)
             if ci is None or bm is None:
                 continue
             pct = (lambda x: stats.change_percent(bm["median"] + x, bm["median"]))
-            lines.append(f"- `{a}` versus the best fixed setting `{best}`, {title}: "
+            lines.append(f"- `{new}` versus {what} `{base_label}`, {title}: "
                          f"{fmt_change(pct(ci['diff']))} (95 % CI {fmt_change(pct(ci['lo']))} … "
                          f"{fmt_change(pct(ci['hi']))}): {stats.verdict(ci)}")
     return "\n".join(lines) + "\n" if lines else ""
@@ -444,6 +458,11 @@ def session_text(m):
             f"{sess['auto_dwell_seconds']} s) from off, through a {sess['auto_warmup_seconds']} s "
             "unmeasured warm-up of the same workload, then the measured run; `virsh domstats` "
             "is sampled every second for the plot of delay and WFE exits.\n")
+    controls = [t["label"] for t in m["twed"] if t.get("under_twedd")]
+    if controls:
+        text += ("- Control of twedd's own cost: " + ", ".join(f"`{c}`" for c in controls) +
+                 " runs the fixed delay with twedd beside the guest exactly as for `auto` (same "
+                 "warm-up, same polling interval, a policy that keeps the delay).\n")
     nb = m.get("neighbour")
     if nb:
         text += (f"- Neighbour: a second guest of {nb['vcpus']} vCPU(s) on the same pCPUs runs "

@@ -13,16 +13,18 @@ How a session goes:
    round printing a result line.
 2. The guest runs a script (base64 on its command line, decoded by the
    guest's busybox): for each segment, print WAIT i, sleep the gap, (for
-   the auto segment: run the workload unmeasured for the warm-up, under
-   twedd), print BEGIN i, run the workload, print END i STATUS.
+   the segments under twedd: run the workload unmeasured for the warm-up,
+   under twedd), print BEGIN i, run the workload, print END i STATUS.
 3. At WAIT i the host applies setting i live (twedtune; for auto the
    guest goes to off, and twedd starts with a policy of mode auto over
-   this guest only when the guest prints WARM i and begins the warm-up:
+   this guest only when the guest prints WARM i and begins the warm-up;
+   a fixed:D@twedd setting goes to D, and twedd starts in the same way
+   with a policy that keeps D, the control of twedd's own cost;
    a first window at off measured while the guest idles in the gap would
    not be the workload's), takes the first `virsh domstats --vcpu` sample
    while the guest idles in the gap, and checks that BEGIN i has not been
    printed yet (else the gap was too short and the segment fails).  The
-   second sample is at END.  For auto the first is at BEGIN (the guest
+   second sample is at END.  Under twedd the first is at BEGIN (the guest
    idles a second after it), and domstats is sampled every second from
    WAIT to END (delay and WFE exits over time, for the plot).
 4. Each segment is written as an ordinary result file of the matrix, so
@@ -53,13 +55,15 @@ SAMPLE_SECONDS = 1.0
 STALL_SECONDS = 8
 
 
-def session_script(argv, segments, gap, auto_index, warmup_argv):
+def session_script(argv, segments, gap, twedd_indices, warmup_argv):
     """The guest's script: plain sh, run through eval after base64 -d."""
-    # The auto segment: the warm-up under twedd, and a second idle after
-    # BEGIN so that the host's first stats sample lands before the run.
-    warm = (f"if [ $i = {auto_index} ]; then echo {WARM_MARK} $i; {' '.join(warmup_argv)} >/dev/null; fi; "
-            if auto_index else "")
-    settle = f"if [ $i = {auto_index} ]; then sleep 1; fi; " if auto_index else ""
+    # The segments under twedd (auto, fixed:D@twedd): the warm-up under
+    # twedd, and a second idle after BEGIN so that the host's first stats
+    # sample lands before the run.
+    which = "|".join(str(i) for i in twedd_indices)
+    warm = (f"case $i in {which}) echo {WARM_MARK} $i; {' '.join(warmup_argv)} >/dev/null;; esac; "
+            if twedd_indices else "")
+    settle = f"case $i in {which}) sleep 1;; esac; " if twedd_indices else ""
     return (f"for i in $(seq 1 {segments}); do echo {WAIT_MARK} $i; sleep {gap}; {warm}"
             f"echo {runner.BEGIN_MARK} $i; {settle}{' '.join(argv)}; echo {runner.END_MARK} $i $?; done; "
             "sleep 86400")
@@ -170,14 +174,19 @@ class SessionRunner:
             time.sleep(runner.POLL_SECONDS)
 
     def _start_twedd(self, host, spec, setting, workdir):
-        """twedd over this host with one policy: mode auto for the sweep's
-        guest, off for everything else (the neighbour)."""
+        """twedd over this host with one policy: mode auto (or the fixed
+        delay of a fixed:D@twedd setting) for the sweep's guest, off for
+        everything else (the neighbour)."""
         pdir = os.path.join(workdir, "policies.d")
         os.makedirs(pdir, exist_ok=True)
         s = self.m.session
+        if setting.mode == "auto":
+            band = {"mode": "auto", "min": setting.min, "max": setting.max}
+        else:
+            band = {"mode": "fixed", "delay": setting.delay}
         auto = {"version": 1, "name": "sweep-auto", "priority": 10,
                 "match": {"domains": [runner.GUEST_NAME]},
-                "beyond": {"mode": "auto", "min": setting.min, "max": setting.max},
+                "beyond": band,
                 "allow_long_delays": setting.max > 5,
                 "auto": {"dwell_seconds": s.auto_dwell_seconds,
                          "stale_seconds": max(10, 5 * s.auto_dwell_seconds),
@@ -235,9 +244,9 @@ class SessionRunner:
         kind = workloads.KNOWN[wl.name]
         argv = kind.command(wl.args)
         order = self.order(rep)
-        auto_index = next((i for i, st in enumerate(order, 1) if st.mode == "auto"), 0)
-        warm_argv = kind.command(with_seconds(wl.args, s.auto_warmup_seconds)) if auto_index else []
-        script = session_script(argv, len(order), s.gap_seconds, auto_index, warm_argv)
+        twedd_indices = [i for i, st in enumerate(order, 1) if st.under_twedd]
+        warm_argv = kind.command(with_seconds(wl.args, s.auto_warmup_seconds)) if twedd_indices else []
+        script = session_script(argv, len(order), s.gap_seconds, twedd_indices, warm_argv)
         pinning = oc.pinning(m.vcpus)
         self._cleanup(host)
         workdir = tempfile.mkdtemp(prefix="twed-sweep-auto-")
@@ -289,7 +298,7 @@ class SessionRunner:
                         kicks.append({"t": series[-1]["t"], "setting": cur})
                         runner.log(f"  {setting.label}: no exit for {STALL_SECONDS} s: "
                                    f"kicked the vCPUs ({cur})")
-                if setting.mode == "auto":
+                if setting.under_twedd:
                     self._wait(host, f"{WARM_MARK} {i}", self.base.run_timeout, sample)
                     twedd = self._start_twedd(host, spec, setting, workdir)
                 else:
@@ -303,14 +312,14 @@ class SessionRunner:
                                f"gap_seconds {s.gap_seconds} is too short here")
                     continue
                 text = self._wait(host, f"{runner.BEGIN_MARK} {i}", self.base.run_timeout,
-                                  sample if setting.mode == "auto" else None)
-                if setting.mode == "auto":
+                                  sample if setting.under_twedd else None)
+                if setting.under_twedd:
                     before = runner.parse_domstats(host.virsh("domstats", "--vcpu", runner.GUEST_NAME))
                 nb_begin = len(self._console(host, NEIGHBOUR_NAME).splitlines()) if m.neighbour else 0
                 # The whole END line: the console may hold "END i" before
                 # the status that follows it on the line.
                 text = self._wait(host, f"{runner.END_MARK} {i}", self.base.run_timeout,
-                                  sample if setting.mode == "auto" else None,
+                                  sample if setting.under_twedd else None,
                                   line=rf"{re.escape(runner.END_MARK)} {i} \d+")
                 after = runner.parse_domstats(host.virsh("domstats", "--vcpu", runner.GUEST_NAME))
                 nb_text = self._console(host, NEIGHBOUR_NAME) if m.neighbour else ""
@@ -341,9 +350,10 @@ class SessionRunner:
                 }
                 if m.neighbour:
                     record["neighbour"] = self._neighbour_results(host, nb_begin, nb_text)
-                if setting.mode == "auto":
-                    record["auto"] = {"series": series, "kicks": kicks,
-                                      "twedd_log": self._twedd_changes(workdir)}
+                if setting.under_twedd:
+                    # "auto" for auto's plots; "twedd" for the control.
+                    record["auto" if setting.mode == "auto" else "twedd"] = {
+                        "series": series, "kicks": kicks, "twedd_log": self._twedd_changes(workdir)}
                 path = self.base.raw_path(spec, oc, wl, setting, rep)
                 if setting in todo:
                     runner.write_json(path, record)
