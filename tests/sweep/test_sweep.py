@@ -446,36 +446,34 @@ class Report(unittest.TestCase):
             shutil.copytree(FIXTURE, out)
             with open(os.path.join(out, "matrix.json"), encoding="utf-8") as f:
                 m = json.load(f)
-            m["twed"].append({"label": "auto-6-14", "mode": "auto", "min": 6, "max": 14})
-            with open(os.path.join(out, "matrix.json"), "w", encoding="utf-8") as f:
-                json.dump(m, f)
             src = os.path.join(out, "raw", "host-b", "2to1", "lockstress")
-            shutil.copytree(os.path.join(src, "fixed-10"), os.path.join(src, "auto-6-14"))
-            for name in os.listdir(os.path.join(src, "auto-6-14")):
-                path = os.path.join(src, "auto-6-14", name)
-                with open(path, encoding="utf-8") as f:
-                    r = json.load(f)
-                r["setting"] = {"label": "auto-6-14", "mode": "auto", "min": 6, "max": 14}
-                with open(path, "w", encoding="utf-8") as f:
-                    json.dump(r, f)
+
+            def add_setting(setting, scale=1):
+                """SETTING in the matrix, with the fixture's fixed-10 runs as
+                its runs (their figures times SCALE)."""
+                m["twed"].append(setting)
+                with open(os.path.join(out, "matrix.json"), "w", encoding="utf-8") as f:
+                    json.dump(m, f)
+                runs = os.path.join(src, setting["label"])
+                shutil.copytree(os.path.join(src, "fixed-10"), runs)
+                for name in os.listdir(runs):
+                    path = os.path.join(runs, name)
+                    with open(path, encoding="utf-8") as f:
+                        r = json.load(f)
+                    r["setting"] = setting
+                    r["result"]["metrics"] = {k: v * scale for k, v in r["result"]["metrics"].items()}
+                    with open(path, "w", encoding="utf-8") as f:
+                        json.dump(r, f)
+
+            add_setting({"label": "auto-6-14", "mode": "auto", "min": 6, "max": 14})
             text = report.versus_best_fixed(report.Sweep(out), "host-b", "2:1", "lockstress")
             self.assertIn("`auto-6-14` versus the best fixed setting `fixed-10`", text)
             self.assertIn("+0.0 %", text)
             self.assertIn("no difference shown", text)
-            # A control under twedd (the fixture's fixed-10 runs again): never
-            # the best fixed setting, compared with auto and with fixed-10.
-            m["twed"].append({"label": "fixed-10-twedd", "mode": "fixed", "delay": 10, "under_twedd": True})
-            with open(os.path.join(out, "matrix.json"), "w", encoding="utf-8") as f:
-                json.dump(m, f)
-            shutil.copytree(os.path.join(src, "fixed-10"), os.path.join(src, "fixed-10-twedd"))
-            for name in os.listdir(os.path.join(src, "fixed-10-twedd")):
-                path = os.path.join(src, "fixed-10-twedd", name)
-                with open(path, encoding="utf-8") as f:
-                    r = json.load(f)
-                r["setting"] = {"label": "fixed-10-twedd", "mode": "fixed", "delay": 10, "under_twedd": True}
-                r["result"]["metrics"] = {k: v * 1000 for k, v in r["result"]["metrics"].items()}
-                with open(path, "w", encoding="utf-8") as f:
-                    json.dump(r, f)
+            # A control under twedd (the fixture's fixed-10 runs again, with
+            # figures a thousand times higher): never the best fixed
+            # setting, compared with auto and with fixed-10.
+            add_setting({"label": "fixed-10-twedd", "mode": "fixed", "delay": 10, "under_twedd": True}, 1000)
             text = report.versus_best_fixed(report.Sweep(out), "host-b", "2:1", "lockstress")
             self.assertIn("`auto-6-14` versus the best fixed setting `fixed-10`", text)
             self.assertIn("`auto-6-14` versus the fixed control under twedd `fixed-10-twedd`", text)
