@@ -138,6 +138,19 @@ test_round_trip (void)
     g_assert_false (find_dom (hosts, "web-1")->hold_after_failure);
     g_assert_true (find_dom (hosts, "web-2")->hold_after_failure);
   }
+  /* A daemon started again from the state keeps both: the back-off,
+   * and that it followed a failed raise. */
+  {
+    g_autoptr(GPtrArray) records = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+    g_autoptr(TwedBackend) restarted = make_backend ();
+    g_autoptr(GPtrArray) hosts = NULL;
+
+    twed_backend_save_vms (b, records);
+    twed_backend_restore_vms (restarted, records);
+    hosts = twed_backend_inventory (restarted, NULL);
+    g_assert_nonnull (strstr (find_dom (hosts, "web-2")->hold, "its last change failed (1 in a row"));
+    g_assert_true (find_dom (hosts, "web-2")->hold_after_failure);
+  }
 }
 
 static TwedPolicySet *

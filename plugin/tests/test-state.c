@@ -26,6 +26,7 @@ sample_state (void)
   r->backoff = 60;
   r->retry_at = 1764500090000000;
   r->error = g_strdup ("virDomainSetTwedParameters: \"quoted\" (libvirt error 8)");
+  r->failed_raise = TRUE;
   g_ptr_array_add (s->vms, r);
   return s;
 }
@@ -55,6 +56,9 @@ test_roundtrip (void)
   g_assert_cmpuint (r->failures, ==, 2);
   g_assert_cmpuint (r->backoff, ==, 60);
   g_assert_cmpstr (r->error, ==, "virDomainSetTwedParameters: \"quoted\" (libvirt error 8)");
+  /* A lowering may pass the backoff of a failed raise after a restart too. */
+  g_assert_true (r->failed_raise);
+  g_assert_nonnull (strstr (json, "\"raise\":true"));
   /* The same state, the same bytes. */
   again = twed_state_to_json (back);
   g_assert_cmpstr (again, ==, json);
@@ -83,6 +87,9 @@ test_corrupt (void)
     { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},"
       "\"vms\":[{\"host\":\"h\",\"vm\":\"v\",\"changed\":0,\"failures\":0,\"backoff\":0}]}",
       "\"vms\"[0]: \"retry\": want an integer" },
+    { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},"
+      "\"vms\":[{\"host\":\"h\",\"vm\":\"v\",\"changed\":0,\"failures\":1,\"backoff\":30,\"retry\":0,\"raise\":1}]}",
+      "\"vms\"[0]: \"raise\": want true or false" },
     { "{\"version\":1} {}", "JSON syntax error" },
   };
 
@@ -169,6 +176,7 @@ test_log_replay (void)
   f->backoff = 30;
   f->retry_at = 1764500032000000;
   f->error = g_strdup ("boom");
+  f->failed_raise = TRUE;
   g_ptr_array_add (fa, f);
   append_record (log, iv, ch, fa);
 
@@ -189,6 +197,7 @@ test_log_replay (void)
   g_assert_nonnull (r);
   g_assert_cmpuint (r->failures, ==, 1);
   g_assert_cmpstr (r->error, ==, "boom");
+  g_assert_true (r->failed_raise);
   g_assert_cmpuint (s->vms->len, ==, 2);
 
   /* A new interval: the counts start again. */

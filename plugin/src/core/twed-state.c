@@ -134,6 +134,11 @@ add_failures (JsonBuilder *b, const TwedVmRecord *r)
   json_builder_add_int_value (b, r->backoff);
   json_builder_set_member_name (b, "retry");
   json_builder_add_int_value (b, r->retry_at / 1000);
+  if (r->failed_raise)
+    {
+      json_builder_set_member_name (b, "raise");
+      json_builder_add_boolean_value (b, TRUE);
+    }
   if (r->error)
     {
       json_builder_set_member_name (b, "error");
@@ -269,6 +274,23 @@ get_string (JsonObject *o, const char *name, gboolean optional, GError **error)
   return json_node_get_string (n);
 }
 
+/* An optional boolean member, FALSE when absent (files of older twedd). */
+static gboolean
+get_bool (JsonObject *o, const char *name, gboolean *out, GError **error)
+{
+  JsonNode *n = json_object_get_member (o, name);
+
+  if (!n)
+    return TRUE;
+  if (!JSON_NODE_HOLDS_VALUE (n) || json_node_get_value_type (n) != G_TYPE_BOOLEAN)
+    {
+      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "\"%s\": want true or false", name);
+      return FALSE;
+    }
+  *out = json_node_get_boolean (n);
+  return TRUE;
+}
+
 static gboolean
 get_counts (JsonObject *o, const char *name, GHashTable *out, GError **error)
 {
@@ -303,6 +325,7 @@ parse_vm (JsonNode *n, gboolean changed, gboolean failures, GError **error)
   JsonObject *o;
   const char *host, *vm, *err = "";
   gint64 at = 0, count = 0, backoff = 0, retry = 0;
+  gboolean raise = FALSE;
   TwedVmRecord *r;
 
   if (!JSON_NODE_HOLDS_OBJECT (n))
@@ -316,7 +339,8 @@ parse_vm (JsonNode *n, gboolean changed, gboolean failures, GError **error)
       (failures && (!(err = get_string (o, "error", TRUE, error)) ||
                     !get_int (o, "failures", MAX_COUNT, &count, error) ||
                     !get_int (o, "backoff", MAX_COUNT, &backoff, error) ||
-                    !get_int (o, "retry", MAX_MS, &retry, error))))
+                    !get_int (o, "retry", MAX_MS, &retry, error) ||
+                    !get_bool (o, "raise", &raise, error))))
     return NULL;
   r = twed_vm_record_new (host, vm);
   r->changed_at = at * 1000;
@@ -324,6 +348,7 @@ parse_vm (JsonNode *n, gboolean changed, gboolean failures, GError **error)
   r->backoff = (guint) backoff;
   r->retry_at = retry * 1000;
   r->error = *err ? g_strdup (err) : NULL;
+  r->failed_raise = raise;
   return r;
 }
 
@@ -546,6 +571,7 @@ replay_failed (Replay *rp, TwedVmRecord *in)
       r->failures = in->failures;
       r->backoff = in->backoff;
       r->retry_at = in->retry_at;
+      r->failed_raise = in->failed_raise;
       g_free (r->error);
       r->error = g_steal_pointer (&in->error);
       g_free (key);

@@ -19,6 +19,8 @@ typedef struct {
   guint backoff;            /* seconds of the current failure backoff */
   gint64 retry_at;          /* no change before, 0 = none */
   char *error;              /* the last failure, NULL when none */
+  gboolean failed_raise;    /* the last failure was of a change to no
+                             * lower delay: a lowering may pass its backoff */
 } TwedVmRecord;
 
 typedef struct {

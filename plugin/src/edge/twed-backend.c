@@ -1579,6 +1579,18 @@ twed_backend_count_changes (TwedBackend *b)
   return n;
 }
 
+/* @st's failures into @r, its times from this boot's monotonic clock
+ * (@mono) to the real one (@real). */
+static void
+vm_record_set_failures (TwedVmRecord *r, const VmState *st, gint64 mono, gint64 real)
+{
+  r->failures = st->failures;
+  r->backoff = st->backoff;
+  r->retry_at = st->retry_at ? real + (st->retry_at - mono) : 0;
+  r->error = g_strdup (st->error);
+  r->failed_raise = st->failed_raise;
+}
+
 void
 twed_backend_save_vms (TwedBackend *b, GPtrArray *out)
 {
@@ -1619,10 +1631,7 @@ twed_backend_save_vms (TwedBackend *b, GPtrArray *out)
           if (!st->failures && st->retry_at <= mono)
             continue;
           r = twed_vm_record_new (h->name, key);
-          r->failures = st->failures;
-          r->backoff = st->backoff;
-          r->retry_at = st->retry_at ? real + (st->retry_at - mono) : 0;
-          r->error = g_strdup (st->error);
+          vm_record_set_failures (r, st, mono, real);
           g_ptr_array_add (out, r);
         }
       g_mutex_unlock (&h->vm_lock);
@@ -1655,12 +1664,7 @@ twed_backend_vm_records (TwedBackend *b, const TwedPlanEntry *en, GPtrArray *cha
           g_mutex_lock (&h->vm_lock);
           /* As twed_backend_save_vms keeps them. */
           if ((st = g_hash_table_lookup (h->vms, key)) && (st->failures || st->retry_at > mono))
-            {
-              r->failures = st->failures;
-              r->backoff = st->backoff;
-              r->retry_at = st->retry_at ? real + (st->retry_at - mono) : 0;
-              r->error = g_strdup (st->error);
-            }
+            vm_record_set_failures (r, st, mono, real);
           g_mutex_unlock (&h->vm_lock);
         }
       g_ptr_array_add (failed, r);
@@ -1718,6 +1722,7 @@ twed_backend_restore_vms (TwedBackend *b, GPtrArray *records)
           st->backoff = r->backoff;
           st->retry_at = r->retry_at ? mono + MIN (r->retry_at - real, (gint64) r->backoff * G_USEC_PER_SEC) : 0;
           st->error = g_strdup (r->error);
+          st->failed_raise = r->failed_raise;
           g_mutex_lock (&h->vm_lock);
           g_hash_table_replace (h->vms, g_strdup (r->vm), st);
           g_mutex_unlock (&h->vm_lock);
