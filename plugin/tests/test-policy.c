@@ -33,8 +33,14 @@ test_errors (void)
     { HEAD "\"beyond\":{\"mode\":\"off\"},\"auto\":{\"min_gain\":0}}", "$.auto.min_gain: must be at least 0.02, got 0" },
     { HEAD "\"beyond\":{\"mode\":\"off\"},\"auto\":{\"dwell_seconds\":60,\"baseline_seconds\":300}}",
       "$.auto.baseline_seconds: must be 0 (never by age) or at least 1800 (10 x dwell_seconds 60, and cooldown_seconds 1800), got 300" },
-    { HEAD "\"beyond\":{\"mode\":\"off\"},\"auto\":{\"dwell_seconds\":600}}",
-      "$.auto.baseline_seconds: must be 0 (never by age) or at least 6000 (10 x dwell_seconds 600, and cooldown_seconds 1800), got 5400 (the default)" },
+    { HEAD "\"beyond\":{\"mode\":\"off\"},\"auto\":{\"dwell_seconds\":600,\"baseline_seconds\":5400}}",
+      "$.auto.baseline_seconds: must be 0 (never by age) or at least 6000 (10 x dwell_seconds 600, and cooldown_seconds 1800), got 5400" },
+    { HEAD "\"beyond\":{\"mode\":\"off\"},\"auto\":{\"dwell_seconds\":60,\"cooldown_seconds\":90}}",
+      "$.auto.cooldown_seconds: must be at least 120 (2 x dwell_seconds 60), got 90: a shorter one bars nothing" },
+    { HEAD "\"beyond\":{\"mode\":\"off\"},\"auto\":{\"dwell_seconds\":1200}}",
+      "$.auto.cooldown_seconds: must be at least 2400 (2 x dwell_seconds 1200), got 1800 (the default)" },
+    { HEAD "\"beyond\":{\"mode\":\"off\"},\"auto\":{\"wait_margin\":0.005}}",
+      "$.auto.wait_margin: must be at least 0.01, got 0.005" },
     { "{\"version\":1,\"name\":\"a b\",\"beyond\":{\"mode\":\"off\"}}", "$.name: 'a b' may only contain" },
     { HEAD "\"beyond\":{\"mode\":\"off\"},}", "JSON syntax error at line 1 column" },
     { "", "JSON syntax error" },
@@ -76,6 +82,32 @@ test_parse_full (void)
   g_assert_cmpuint (p->max_per_host, ==, 2);
   g_assert_cmpuint (p->max_global, ==, 3);
   g_assert_cmpuint (twed_policy_specificity (p), ==, 1);
+}
+
+/* An unset baseline_seconds follows a long dwell or cooldown instead of
+ * refusing its own default; a set one is kept. */
+static void
+test_auto_baseline_default (void)
+{
+  static const struct { const char *auto_json; guint baseline; } cases[] = {
+    { "{}", 5400 },
+    { "{\"dwell_seconds\":600}", 6000 },
+    { "{\"cooldown_seconds\":7200}", 7200 },
+    { "{\"dwell_seconds\":60,\"baseline_seconds\":0}", 0 },
+    { "{\"dwell_seconds\":60,\"baseline_seconds\":1800}", 1800 },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autofree char *json = g_strdup_printf (HEAD "\"beyond\":{\"mode\":\"off\"},\"auto\":%s}",
+                                               cases[i].auto_json);
+      g_autoptr(GError) e = NULL;
+      g_autoptr(TwedPolicy) p = parse (json, &e);
+
+      g_test_message ("%s", json);
+      g_assert_no_error (e);
+      g_assert_cmpuint (p->auto_params.baseline_seconds, ==, cases[i].baseline);
+    }
 }
 
 static TwedPolicy *
@@ -178,6 +210,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/policy/errors", test_errors);
   g_test_add_func ("/policy/parse-full", test_parse_full);
+  g_test_add_func ("/policy/auto-baseline-default", test_auto_baseline_default);
   g_test_add_func ("/policy/precedence", test_precedence);
   g_test_add_func ("/policy/default", test_default_policy);
   g_test_add_func ("/policy/setting-validate", test_setting_validate);

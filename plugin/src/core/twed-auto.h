@@ -29,8 +29,11 @@ typedef struct {
 
 /* The least min_gain a policy may ask for. */
 #define TWED_AUTO_MIN_GAIN_FLOOR 0.02
+/* The least wait_margin a policy may ask for. */
+#define TWED_AUTO_MIN_WAIT_MARGIN 0.01
 /* baseline_seconds, when not 0, is at least this many dwells (and the
- * cooldown). */
+ * cooldown); unset, at least that too.  cooldown_seconds is at least
+ * two dwells. */
 #define TWED_AUTO_BASELINE_DWELLS 10u
 
 void twed_auto_params_init (TwedAutoParams *params);

@@ -506,19 +506,43 @@ parse_auto (JsonNode *node, const char *path, TwedAutoParams *ap, GError **error
       return bad (error, p, "must be at least %g, got %g: a level that cuts nothing would count as a cut",
                   TWED_AUTO_MIN_GAIN_FLOOR, ap->min_gain);
     }
+  /* A wait share over a window moves by about a point with nothing
+   * changed: a smaller margin steps down on every window. */
+  if (ap->wait_margin < TWED_AUTO_MIN_WAIT_MARGIN)
+    {
+      g_autofree char *p = member_path (path, "wait_margin");
+
+      return bad (error, p, "must be at least %g, got %g: a wait share varies by that much with nothing changed",
+                  TWED_AUTO_MIN_WAIT_MARGIN, ap->wait_margin);
+    }
+  /* The level a step down lands on is judged after a dwell and may step
+   * up after two windows: a cooldown shorter than that bars nothing, and
+   * the level that cost too much is tried again at once (flapping). */
+  if (ap->cooldown_seconds < 2 * ap->dwell_seconds)
+    {
+      g_autofree char *p = member_path (path, "cooldown_seconds");
+
+      return bad (error, p, "must be at least %u (2 x dwell_seconds %u), got %u%s: a shorter one bars nothing",
+                  2 * ap->dwell_seconds, ap->dwell_seconds, ap->cooldown_seconds,
+                  json_object_has_member (obj, "cooldown_seconds") ? "" : " (the default)");
+    }
   /* The age is counted from the window at off, and the climb from there
    * takes a few dwells: a shorter baseline measures off again before
-   * the VM gets where it would settle, or after every window. */
+   * the VM gets where it would settle, or after every window.  Unset, it
+   * is the default or that least, whichever is longer, so that a long
+   * dwell or cooldown does not need a baseline written out too. */
+  if (!json_object_has_member (obj, "baseline_seconds"))
+    ap->baseline_seconds = MAX (ap->baseline_seconds,
+                                MAX (TWED_AUTO_BASELINE_DWELLS * ap->dwell_seconds, ap->cooldown_seconds));
   if (ap->baseline_seconds &&
       ap->baseline_seconds < MAX (TWED_AUTO_BASELINE_DWELLS * ap->dwell_seconds, ap->cooldown_seconds))
     {
       g_autofree char *p = member_path (path, "baseline_seconds");
 
       return bad (error, p, "must be 0 (never by age) or at least %u (%u x dwell_seconds %u, and "
-                  "cooldown_seconds %u), got %u%s", MAX (TWED_AUTO_BASELINE_DWELLS * ap->dwell_seconds,
+                  "cooldown_seconds %u), got %u", MAX (TWED_AUTO_BASELINE_DWELLS * ap->dwell_seconds,
                                                          ap->cooldown_seconds),
-                  TWED_AUTO_BASELINE_DWELLS, ap->dwell_seconds, ap->cooldown_seconds, ap->baseline_seconds,
-                  json_object_has_member (obj, "baseline_seconds") ? "" : " (the default)");
+                  TWED_AUTO_BASELINE_DWELLS, ap->dwell_seconds, ap->cooldown_seconds, ap->baseline_seconds);
     }
   return TRUE;
 }
