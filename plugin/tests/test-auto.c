@@ -236,6 +236,37 @@ test_trace (gconstpointer data)
   g_assert_cmpuint (nexpect, >, 0);
 }
 
+/* A reachable host with TWED, of @ncpus pCPUs, for the planner's side. */
+static TwedHost *
+plan_host_new (guint ncpus)
+{
+  TwedHost *h = twed_host_new ("h", "test:///x");
+
+  h->reachable = TRUE;
+  h->support = TWED_SUPPORT_YES;
+  h->ncpus = ncpus;
+  return h;
+}
+
+/* Read @r of a VM of 2 vCPUs that run steadily: every 10 s, each vCPU
+ * 5 s of CPU time, 1 s of run-queue wait and 5000 WFE exits (1000
+ * exits/s of vCPU time), twed_delay @twed_delay. */
+static void
+steady_signals (TwedDomain *d, int r, guint twed_delay)
+{
+  d->signals = twed_domain_signals_new ((gint64) r * 10 * G_USEC_PER_SEC, 1);
+  for (guint v = 0; v < 2; v++)
+    {
+      TwedVcpuSignals *s = twed_domain_signals_vcpu (d->signals, v);
+
+      s->wfe_exits = (guint64) r * 5000;
+      s->wait_ns = (guint64) r * 1000000000;
+      s->time_ns = (guint64) r * 5000000000;
+      s->twed_delay = twed_delay;
+      s->have = TWED_SIGNALS_ALL;
+    }
+}
+
 /* An auto band with the controller: a pinned and an opted-out VM are
  * left alone, and max_changes_per_cycle defers steps like any change. */
 static void
@@ -256,27 +287,15 @@ test_plan_limits (void)
   for (int r = 0; r < 3; r++)
     {
       g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
-      TwedHost *h = twed_host_new ("h", "test:///x");
+      TwedHost *h = plan_host_new (1);
 
-      h->reachable = TRUE;
-      h->support = TWED_SUPPORT_YES;
-      h->ncpus = 1;
       for (guint i = 0; i < G_N_ELEMENTS (names); i++)
         {
           TwedDomain *d = add_dom (h, names[i], 2, NULL);
 
           d->uuid = g_strdup_printf ("00000000-0000-0000-0000-0000000000%02u", i);
           d->manage = i == 2 ? TWED_MANAGE_PINNED : i == 3 ? TWED_MANAGE_OPTOUT : TWED_MANAGE_AUTO;
-          d->signals = twed_domain_signals_new ((gint64) r * 10 * G_USEC_PER_SEC, 1);
-          for (guint v = 0; v < 2; v++)
-            {
-              TwedVcpuSignals *s = twed_domain_signals_vcpu (d->signals, v);
-
-              s->wfe_exits = (guint64) r * 5000;
-              s->wait_ns = (guint64) r * 1000000000;
-              s->time_ns = (guint64) r * 5000000000;
-              s->have = TWED_SIGNALS_ALL;
-            }
+          steady_signals (d, r, 0);
         }
       twed_host_compute (h);
       g_ptr_array_add (hosts, h);
@@ -325,15 +344,12 @@ test_plan_single_run (void)
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
     {
       g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
-      TwedHost *h = twed_host_new ("h", "test:///x");
+      TwedHost *h = plan_host_new (1);
       TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, NULL };
       g_autoptr(TwedPlan) plan = NULL;
       TwedDomain *d;
       TwedPlanEntry *e;
 
-      h->reachable = TRUE;
-      h->support = TWED_SUPPORT_YES;
-      h->ncpus = 1;
       d = add_dom (h, "vm", 2, NULL);
       d->twed = cases[i].cur;
       d->has_twed = TRUE;
@@ -359,15 +375,12 @@ test_plan_protective_first (void)
   static const char *const pin1[] = { "1", "1", NULL };
   g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
   g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
-  TwedHost *h = twed_host_new ("h", "test:///x");
+  TwedHost *h = plan_host_new (2);
   TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, NULL };
   g_autoptr(TwedPlan) plan = NULL;
   TwedDomain *d;
 
   g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
-  h->reachable = TRUE;
-  h->support = TWED_SUPPORT_YES;
-  h->ncpus = 2;
   /* ratio 4: beyond, off -> fixed:3 */
   add_dom (h, "big", 4, pin0);
   /* ratio 2: the auto band, at a dynamic setting it steps down from */
@@ -408,15 +421,12 @@ test_plan_failure_hold (void)
   for (int after_failure = 0; after_failure < 2; after_failure++)
     {
       g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
-      TwedHost *h = twed_host_new ("h", "test:///x");
+      TwedHost *h = plan_host_new (1);
       TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, NULL };
       g_autoptr(TwedPlan) plan = NULL;
       TwedDomain *d;
       TwedPlanEntry *e;
 
-      h->reachable = TRUE;
-      h->support = TWED_SUPPORT_YES;
-      h->ncpus = 1;
       d = add_dom (h, "vm", 2, NULL);
       /* above the bounds: the step is down to off */
       d->twed = (TwedSetting) { TWED_MODE_FIXED, 5, 5, 5 };
@@ -452,11 +462,8 @@ test_plan_failure_hold_raise (void)
   for (int r = 0; r < 3; r++)
     {
       g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
-      TwedHost *h = twed_host_new ("h", "test:///x");
+      TwedHost *h = plan_host_new (1);
 
-      h->reachable = TRUE;
-      h->support = TWED_SUPPORT_YES;
-      h->ncpus = 1;
       for (guint i = 0; i < 2; i++)
         {
           TwedDomain *d = add_dom (h, i ? "above" : "climbing", 2, NULL);
@@ -468,17 +475,7 @@ test_plan_failure_hold_raise (void)
               d->twed = (TwedSetting) { TWED_MODE_FIXED, 5, 5, 5 };
               d->has_twed = TRUE;
             }
-          d->signals = twed_domain_signals_new ((gint64) r * 10 * G_USEC_PER_SEC, 1);
-          for (guint v = 0; v < 2; v++)
-            {
-              TwedVcpuSignals *s = twed_domain_signals_vcpu (d->signals, v);
-
-              s->wfe_exits = (guint64) r * 5000;
-              s->wait_ns = (guint64) r * 1000000000;
-              s->time_ns = (guint64) r * 5000000000;
-              s->twed_delay = i ? 5 : 0;
-              s->have = TWED_SIGNALS_ALL;
-            }
+          steady_signals (d, r, i ? 5 : 0);
           if (r == 2)
             {
               d->hold = g_strdup ("its last change failed (1 in a row, next try in 30 s): refused");
