@@ -205,6 +205,20 @@ test_trace (gconstpointer data)
           g_assert_true (twed_auto_decision_from_string (f[2], &k));
           d->never |= 1u << k;
         }
+      else if (g_str_equal (f[0], "protective"))
+        {
+          /* "protective VM": its last decision undoes a cost, so the
+           * planner grants it before ordinary changes. */
+          Decided *d;
+
+          g_assert_cmpuint (nf, ==, 2);
+          d = g_hash_table_lookup (decided, f[1]);
+          g_assert_nonnull (d);
+          g_assert_true (d->decided);
+          if (!d->verdict.protective)
+            g_error ("%s line %u (t=%" G_GINT64_FORMAT "): want a protective decision, got %s: %s", path, i + 1, t,
+                     twed_auto_decision_to_string (d->verdict.decision), d->verdict.reason);
+        }
       else if (g_str_equal (f[0], "expect"))
         {
           g_auto(GStrv) e = g_strsplit (lines[i], " ", 5);

@@ -37,8 +37,6 @@ test_errors (void)
       "$.auto.baseline_seconds: must be 0 (never by age) or at least 6000 (10 x dwell_seconds 600, and cooldown_seconds 1800), got 5400" },
     { HEAD "\"beyond\":{\"mode\":\"off\"},\"auto\":{\"dwell_seconds\":60,\"cooldown_seconds\":90}}",
       "$.auto.cooldown_seconds: must be at least 120 (2 x dwell_seconds 60), got 90: a shorter one bars nothing" },
-    { HEAD "\"beyond\":{\"mode\":\"off\"},\"auto\":{\"dwell_seconds\":1200}}",
-      "$.auto.cooldown_seconds: must be at least 2400 (2 x dwell_seconds 1200), got 1800 (the default)" },
     { HEAD "\"beyond\":{\"mode\":\"off\"},\"auto\":{\"wait_margin\":0.005}}",
       "$.auto.wait_margin: must be at least 0.01, got 0.005" },
     { "{\"version\":1,\"name\":\"a b\",\"beyond\":{\"mode\":\"off\"}}", "$.name: 'a b' may only contain" },
@@ -84,17 +82,19 @@ test_parse_full (void)
   g_assert_cmpuint (twed_policy_specificity (p), ==, 1);
 }
 
-/* An unset baseline_seconds follows a long dwell or cooldown instead of
- * refusing its own default; a set one is kept. */
+/* An unset cooldown_seconds follows a long dwell, an unset
+ * baseline_seconds a long dwell or cooldown, instead of refusing their
+ * own defaults; a set one is kept. */
 static void
-test_auto_baseline_default (void)
+test_auto_defaults (void)
 {
-  static const struct { const char *auto_json; guint baseline; } cases[] = {
-    { "{}", 5400 },
-    { "{\"dwell_seconds\":600}", 6000 },
-    { "{\"cooldown_seconds\":7200}", 7200 },
-    { "{\"dwell_seconds\":60,\"baseline_seconds\":0}", 0 },
-    { "{\"dwell_seconds\":60,\"baseline_seconds\":1800}", 1800 },
+  static const struct { const char *auto_json; guint cooldown, baseline; } cases[] = {
+    { "{}", 1800, 5400 },
+    { "{\"dwell_seconds\":600}", 1800, 6000 },
+    { "{\"dwell_seconds\":1200}", 2400, 12000 },
+    { "{\"cooldown_seconds\":7200}", 7200, 7200 },
+    { "{\"dwell_seconds\":60,\"baseline_seconds\":0}", 1800, 0 },
+    { "{\"dwell_seconds\":60,\"baseline_seconds\":1800}", 1800, 1800 },
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
@@ -106,6 +106,7 @@ test_auto_baseline_default (void)
 
       g_test_message ("%s", json);
       g_assert_no_error (e);
+      g_assert_cmpuint (p->auto_params.cooldown_seconds, ==, cases[i].cooldown);
       g_assert_cmpuint (p->auto_params.baseline_seconds, ==, cases[i].baseline);
     }
 }
@@ -210,7 +211,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/policy/errors", test_errors);
   g_test_add_func ("/policy/parse-full", test_parse_full);
-  g_test_add_func ("/policy/auto-baseline-default", test_auto_baseline_default);
+  g_test_add_func ("/policy/auto-defaults", test_auto_defaults);
   g_test_add_func ("/policy/precedence", test_precedence);
   g_test_add_func ("/policy/default", test_default_policy);
   g_test_add_func ("/policy/setting-validate", test_setting_validate);

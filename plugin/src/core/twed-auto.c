@@ -135,6 +135,8 @@ typedef struct {
   guint cut_run;            /* judged windows in a row at this level whose pool cut the
                              * exits against the level below */
   int pending;              /* level last decided, LEVEL_NONE = none */
+  int pending_from;         /* the level it was decided at */
+  gboolean pending_protective; /* it undoes a cost: sent again, it keeps its priority */
   gint64 pending_at;
 } VmState;
 
@@ -812,6 +814,23 @@ newcomer (VmState *st, gboolean *twice)
   return found;
 }
 
+/* After a step down from @level: it and the levels above are barred for
+ * the cooldown.  A lower bar still running stays (a step down from above
+ * it, a setting made by hand, does not lift it). */
+static void
+bar_from (VmState *st, int level, gint64 now, const TwedAutoParams *p)
+{
+  gint64 until = now + (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
+
+  if (now < st->ceiling_until && st->ceiling < level - 1)
+    {
+      st->ceiling_until = MAX (st->ceiling_until, until);
+      return;
+    }
+  st->ceiling = level - 1;
+  st->ceiling_until = until;
+}
+
 /* Why the reference at off no longer describes the VM at all, or NULL:
  * its pCPUs changed (other co-runners), or it is older than
  * baseline_seconds (a phase change hours later).  *@protective: a
@@ -916,7 +935,10 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       out->protective = TRUE;
       goto done;
     }
-  if (st->pending == level)
+  /* The decided step is in force, or the setting moved elsewhere (by
+   * hand, a pin lifted later): either way it is no longer to ask for,
+   * nor a refusal to count. */
+  if (st->pending == level || (st->pending != LEVEL_NONE && level != st->pending_from))
     st->pending = LEVEL_NONE;
   /* A refused level that is in force now was not the host's ceiling. */
   if (st->refused != LEVEL_NONE && level >= st->refused)
@@ -962,6 +984,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                    g_strdup_printf ("step to %s decided, not in force yet (at %s)", pn, ln));
           out->waiting = TRUE;
           out->target = setting_of (st->pending);
+          /* A step down deferred by the rate limits goes first again. */
+          out->protective = st->pending_protective;
           goto done;
         }
     }
@@ -1120,8 +1144,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
         dn = level_name (down);
         if (stale)
           stats_reset (st);
-        st->ceiling = level - 1;
-        st->ceiling_until = now + (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
+        bar_from (st, level, now, p);
         verdict (out, TWED_AUTO_STEP_DOWN, down,
                  g_strdup_printf ("%s, above the margin, step down to %s", f, dn));
         out->protective = TRUE;
@@ -1181,8 +1204,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
         dn = level_name (down);
         /* The window saves nothing: back off and keep this level and
          * above barred for the cooldown (no flapping). */
-        st->ceiling = level - 1;
-        st->ceiling_until = now + (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
+        bar_from (st, level, now, p);
         verdict (out, TWED_AUTO_STEP_DOWN, down,
                  e_off > 0 ? g_strdup_printf ("%s, exits not cut by %.0f %% of off's, step down to %s", f,
                                               p->min_gain * 100, dn)
@@ -1267,6 +1289,8 @@ done:
       if (target != level)
         {
           st->pending = target;
+          st->pending_from = level;
+          st->pending_protective = out->protective;
           st->pending_at = dom->signals ? dom->signals->at : st->seen_at;
         }
     }

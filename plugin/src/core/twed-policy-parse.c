@@ -517,14 +517,16 @@ parse_auto (JsonNode *node, const char *path, TwedAutoParams *ap, GError **error
     }
   /* The level a step down lands on is judged after a dwell and may step
    * up after two windows: a cooldown shorter than that bars nothing, and
-   * the level that cost too much is tried again at once (flapping). */
+   * the level that cost too much is tried again at once (flapping).
+   * Unset, it is the default or two dwells, whichever is longer. */
+  if (!json_object_has_member (obj, "cooldown_seconds"))
+    ap->cooldown_seconds = MAX (ap->cooldown_seconds, 2 * ap->dwell_seconds);
   if (ap->cooldown_seconds < 2 * ap->dwell_seconds)
     {
       g_autofree char *p = member_path (path, "cooldown_seconds");
 
-      return bad (error, p, "must be at least %u (2 x dwell_seconds %u), got %u%s: a shorter one bars nothing",
-                  2 * ap->dwell_seconds, ap->dwell_seconds, ap->cooldown_seconds,
-                  json_object_has_member (obj, "cooldown_seconds") ? "" : " (the default)");
+      return bad (error, p, "must be at least %u (2 x dwell_seconds %u), got %u: a shorter one bars nothing",
+                  2 * ap->dwell_seconds, ap->dwell_seconds, ap->cooldown_seconds);
     }
   /* The age is counted from the window at off, and the climb from there
    * takes a few dwells: a shorter baseline measures off again before

@@ -82,6 +82,10 @@ class Trace:
         self.read(host, vms); self.read(host, vms)
         self.expect(vm, "hold", setting, "in one window, judging again")
 
+    def protective(self, vm):
+        """The last decision of vm undoes a cost: the planner grants it first."""
+        self.out.append(f"protective {vm.name}")
+
     def never(self, vm, decision):
         self.out.append(f"never {vm.name} {decision}")
 
@@ -157,14 +161,9 @@ more than half the exits at off, two once it has cut them by half.""", (2, 5), P
     tr.write()
 
 
-def backoff():
-    tr = Trace("backoff", """2 vCPUs of a lock-heavy VM and a compute-bound neighbour on one pCPU:
-at off the spinner's exits hand the pCPU over and the neighbour gets
-more than a third of it; from 3 the spinner holds it through the window
-and the neighbour waits a larger share (45 % -> 62 %), while the lock
-VM's own share even falls.  auto steps down when a co-runner's share
-rises past the margin, keeps the level above barred for the cooldown,
-then probes again.""", (2, 6), P)
+def neighbour_pays(tr):
+    """The climb of backoff: a lock VM steps up to 3, where its neighbour
+    on the pCPU waits beyond the margin, and auto decides to step down."""
     lock = Vm("lock", "00000000-0000-0000-0000-00000000000b", 3, 2, "0", 1.0,
               table({-1: 575, 2: 450, 3: 300}, {-1: 0.70, 2: 0.69, 3: 0.62}))
     nb = Vm("neigh", "00000000-0000-0000-0000-00000000000c", 4, 1, "0", 1.0,
@@ -183,6 +182,35 @@ then probes again.""", (2, 6), P)
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:3")
     tr.read("host-b", [lock, nb])
     tr.expect(lock, "step-down", "fixed:2", "wfe exits/s 575 at off → 300 at 3 (52 %), run-queue wait share +17.0 pts (neigh 45.0 % → 62.0 %), above the margin, step down to 2")
+    return lock, nb
+
+
+def deferred():
+    tr = Trace("deferred", """The step down of backoff, for the neighbour's wait share, deferred by
+the rate limits: sent again while it waits, it stays protective (the
+planner grants it before ordinary changes), and taken late it bars the
+level above as if taken at once.""", (2, 6), P)
+    lock, nb = neighbour_pays(tr)
+    tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2", "step to 2 decided, not in force yet")
+    tr.protective(lock)
+    lock.setting = "fixed:2"
+    tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2")
+    tr.read("host-b", [lock, nb]); tr.read("host-b", [lock, nb])
+    tr.expect(lock, "hold", "fixed:2", "dwell 10 s of 20 s")
+    tr.read("host-b", [lock, nb])
+    tr.expect(lock, "hold", "fixed:2", "at the back-off ceiling")
+    tr.write()
+
+
+def backoff():
+    tr = Trace("backoff", """2 vCPUs of a lock-heavy VM and a compute-bound neighbour on one pCPU:
+at off the spinner's exits hand the pCPU over and the neighbour gets
+more than a third of it; from 3 the spinner holds it through the window
+and the neighbour waits a larger share (45 % -> 62 %), while the lock
+VM's own share even falls.  auto steps down when a co-runner's share
+rises past the margin, keeps the level above barred for the cooldown,
+then probes again.""", (2, 6), P)
+    lock, nb = neighbour_pays(tr)
     lock.setting = "fixed:2"
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2")
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2", "hold: at the back-off ceiling")
@@ -232,9 +260,10 @@ not cut them, at once when there are more than at off.""", (2, 4), P)
     tr.expect(a, "hold", "fixed:2", "wfe exits/s 600 at off → 580 at 2 (97 %), run-queue wait share +0.0 pts (flat 10.0 % → 10.0 %), hold: exits not cut by 10 % of off's in one window, judging again")
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "step-down", "off", "wfe exits/s 600 at off → 580 at 2 (97 %), run-queue wait share +0.0 pts (flat 10.0 % → 10.0 %), exits not cut by 10 % of off's, step down to off")
-    # set by hand to 3 instead: the controller continues from there
+    # set by hand to 3 instead: the controller continues from there, and
+    # the step it decided at 2 is not sent again over it
     a.setting = "fixed:3"
-    tr.read("host-a", [a]); tr.expect(a, "hold", "off", "step to off decided, not in force yet")
+    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "dwell 0 s of 20 s at 3")
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "step-down", "fixed:2", "wfe exits/s 600 at off → 700 at 3 (117 %), run-queue wait share +0.0 pts (flat 10.0 % → 10.0 %), exits not cut by 10 % of off's, step down to 2")
     tr.write()
@@ -905,5 +934,5 @@ back.""", (2, 14), P)
 
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
-              apart, handover, spinner2, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau):
+              apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau):
         f()
