@@ -230,6 +230,40 @@ test_failure_backoff_lowering (void)
   g_assert_nonnull (strstr (e->reason, "its last change failed (2 in a row, next try in "));
 }
 
+/* A lowering made during the back-off of a failed raise says nothing of
+ * the raise: the back-off runs on, and the raise is not asked again (of
+ * a host whose ceiling refuses it) before it ends. */
+static void
+test_failure_backoff_after_lowering (void)
+{
+  g_autoptr(TwedPolicySet) fixed4 = policy_all_fixed (4);
+  g_autoptr(TwedPolicySet) fixed5 = policy_all_fixed (5);
+  g_autoptr(TwedPolicySet) lo = policy_all_auto (1, 3);
+  g_autoptr(TwedBackend) b = make_backend ();
+  g_autoptr(TwedPlan) p1 = plan (b, fixed4);
+  g_autoptr(TwedPlan) p2 = NULL;
+  g_autoptr(TwedPlan) p3 = NULL;
+  g_autoptr(TwedPlan) p4 = NULL;
+  g_autoptr(virDomain) web2 = virDomainLookupByName (twed_backend_get_connection (b, "host-b"), "web-2");
+  TwedPlanEntry *e;
+
+  g_assert_nonnull (web2);
+  g_assert_cmpuint (twed_backend_apply (b, p1, FALSE), ==, 0);
+  p2 = plan_failing (b, fixed5, web2, "web-2");
+  /* fixed:4 is above auto 1..3: off passes the raise's back-off, and is made. */
+  p3 = plan (b, lo);
+  e = find (p3, "web-2");
+  g_assert_cmpuint (e->action, ==, TWED_ACTION_CHANGE);
+  g_assert_cmpuint (e->target.mode, ==, TWED_MODE_OFF);
+  twed_backend_apply (b, p3, FALSE);
+  g_assert_cmpuint (e->result, ==, TWED_RESULT_APPLIED);
+  p4 = plan (b, fixed5);
+  e = find (p4, "web-2");
+  g_test_message ("%s: %s", twed_action_to_string (e->action), e->reason);
+  g_assert_cmpuint (e->action, ==, TWED_ACTION_DEFER);
+  g_assert_nonnull (strstr (e->reason, "its last change failed (1 in a row, next try in "));
+}
+
 /* A VM changed less than min_change_interval ago is not changed again,
  * whatever the policy now asks; the others are. */
 static void
@@ -560,6 +594,7 @@ main (int argc, char **argv)
   g_test_add_func ("/apply/manual-pin", test_manual_pin);
   g_test_add_func ("/apply/min-change-interval", test_min_change_interval);
   g_test_add_func ("/apply/failure-backoff-lowering", test_failure_backoff_lowering);
+  g_test_add_func ("/apply/failure-backoff-after-lowering", test_failure_backoff_after_lowering);
   g_test_add_func ("/apply/min-interval-follows-migration", test_min_interval_follows_migration);
   g_test_add_func ("/apply/min-interval-same-uuid-one-batch", test_min_interval_same_uuid_one_batch);
   g_test_add_func ("/apply/changes-pruned-without-state", test_changes_pruned_without_state);

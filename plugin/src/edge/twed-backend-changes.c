@@ -69,6 +69,7 @@ apply_func (gpointer item, gpointer data)
       TwedPlanEntry *e = g_ptr_array_index (hc->changes, i);
       g_autoptr(GError) error = NULL;
       g_autofree char *from = NULL, *to = NULL;
+      gboolean raise;
 
       if (dry_run)
         {
@@ -77,18 +78,18 @@ apply_func (gpointer item, gpointer data)
         }
       from = twed_setting_to_string (&e->current);
       to = twed_setting_to_string (&e->target);
+      raise = !twed_setting_lowers (&e->current, &e->target);
       if (apply_entry (h, e, &error))
         {
           e->result = TWED_RESULT_APPLIED;
-          backend_vm_changed (h, e->uuid ? e->uuid : e->domain, NULL, FALSE);
+          backend_vm_changed (h, e->uuid ? e->uuid : e->domain, NULL, raise);
           twed_log_change (h->name, e->domain, from, to, e->reason);
         }
       else
         {
           /* Without the API nothing was tried: nothing to back off. */
           if (twed_domain_params_available ())
-            backend_vm_changed (h, e->uuid ? e->uuid : e->domain, error,
-                                !twed_setting_lowers (&e->current, &e->target));
+            backend_vm_changed (h, e->uuid ? e->uuid : e->domain, error, raise);
           e->result = TWED_RESULT_FAILED;
           e->error = g_strdup (error->message);
           failed++;
@@ -261,7 +262,7 @@ twed_backend_set_manual (TwedBackend *b, const char *name, const TwedSetting *s,
       /* A manual setting is the operator's to make at any time, but it
        * counts as the VM's last change for what this process plans. */
       if (virDomainGetUUIDString (dom, uuid) == 0)
-        backend_vm_changed (h, uuid, NULL, FALSE);
+        backend_vm_changed (h, uuid, NULL, !twed_setting_lowers (&before->twed, s));
     }
   /* A change like apply's: in the journal whatever the verbosity. */
   {

@@ -137,9 +137,11 @@ void       backend_forget_own_change (BackendHost *h, virDomainPtr dom);
 void      backend_count_read (BackendHost *h);
 void      backend_count_write (BackendHost *h);
 /* After a change of the VM @key was tried (@error NULL: made): holds
- * it for min_change_interval, or backs it off when it failed.  @key:
- * its uuid (or name, from a driver without uuids); @raise: the change
- * was not to a lower delay (twed_setting_lowers). */
+ * it for min_change_interval and ends its failure back-off, or backs it
+ * off when it failed.  A lowering made during the back-off of a failed
+ * raise leaves that back-off running.  @key: its uuid (or name, from a
+ * driver without uuids); @raise: the change was not to a lower delay
+ * (twed_setting_lowers). */
 void      backend_vm_changed (BackendHost *h, const char *key, const GError *error, gboolean raise);
 /* Why the VM @key must not change now, NULL when it may.
  * @after_failure: the hold is only the back-off after a failed raise,

@@ -147,7 +147,12 @@ backend_vm_changed (BackendHost *h, const char *key, const GError *error, gboole
     {
       change_stamp_set (h->backend, key, h->name, now);
       g_mutex_lock (&h->vm_lock);
-      g_hash_table_remove (h->vms, key);
+      /* A lowering that passed the back-off of a failed raise says
+       * nothing of the raise: its back-off runs on and grows at the next
+       * refusal, or the host's ceiling would be asked every cycle. */
+      st = g_hash_table_lookup (h->vms, key);
+      if (!(st && st->failed_raise && !raise && st->retry_at > now))
+        g_hash_table_remove (h->vms, key);
       g_mutex_unlock (&h->vm_lock);
       return;
     }
