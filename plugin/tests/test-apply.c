@@ -191,6 +191,39 @@ plan_failing (TwedBackend *b, TwedPolicySet *set, virDomainPtr dom, const char *
   return p;
 }
 
+/* Plan with @set into *@p: its entry of @name, logged. */
+static TwedPlanEntry *
+plan_vm (TwedBackend *b, TwedPolicySet *set, const char *name, TwedPlan **p)
+{
+  TwedPlanEntry *e;
+
+  *p = plan (b, set);
+  e = find (*p, name);
+  g_test_message ("%s: %s", twed_action_to_string (e->action), e->reason);
+  return e;
+}
+
+/* A backend whose web-2 is at fixed:4 after a failed raise to fixed:5
+ * (stopped between plan and apply, started again), and web-2. */
+static TwedBackend *
+backend_after_failed_raise (virDomainPtr *web2)
+{
+  g_autoptr(TwedPolicySet) fixed4 = policy_all_fixed (4);
+  g_autoptr(TwedPolicySet) fixed5 = policy_all_fixed (5);
+  TwedBackend *b = make_backend ();
+  g_autoptr(TwedPlan) p1 = plan (b, fixed4);
+  g_autoptr(TwedPlan) p2 = NULL;
+  g_autoptr(GPtrArray) hosts = NULL;
+
+  *web2 = virDomainLookupByName (twed_backend_get_connection (b, "host-b"), "web-2");
+  g_assert_nonnull (*web2);
+  g_assert_cmpuint (twed_backend_apply (b, p1, FALSE), ==, 0);
+  p2 = plan_failing (b, fixed5, *web2, "web-2");
+  hosts = twed_backend_inventory (b, NULL);
+  g_assert_true (find_dom (hosts, "web-2")->hold_after_failure);
+  return b;
+}
+
 /* The back-off after a failed raise lets an auto change to a lower
  * delay through (the host's ceiling refuses raises, never lowerings);
  * when that lowering fails too (a domain job, a hung monitor), the
@@ -198,33 +231,18 @@ plan_failing (TwedBackend *b, TwedPolicySet *set, virDomainPtr dom, const char *
 static void
 test_failure_backoff_lowering (void)
 {
-  g_autoptr(TwedPolicySet) fixed4 = policy_all_fixed (4);
-  g_autoptr(TwedPolicySet) fixed5 = policy_all_fixed (5);
   g_autoptr(TwedPolicySet) lo = policy_all_auto (1, 3);
-  g_autoptr(TwedBackend) b = make_backend ();
-  g_autoptr(TwedPlan) p1 = plan (b, fixed4);
-  g_autoptr(TwedPlan) p2 = NULL;
+  g_autoptr(virDomain) web2 = NULL;
+  g_autoptr(TwedBackend) b = backend_after_failed_raise (&web2);
   g_autoptr(TwedPlan) p3 = NULL;
   g_autoptr(TwedPlan) p4 = NULL;
-  g_autoptr(virDomain) web2 = virDomainLookupByName (twed_backend_get_connection (b, "host-b"), "web-2");
   TwedPlanEntry *e;
 
-  g_assert_nonnull (web2);
-  g_assert_cmpuint (twed_backend_apply (b, p1, FALSE), ==, 0);
-  /* fixed:4 -> 5 fails: a raise. */
-  p2 = plan_failing (b, fixed5, web2, "web-2");
-  {
-    g_autoptr(GPtrArray) hosts = twed_backend_inventory (b, NULL);
-
-    g_assert_true (find_dom (hosts, "web-2")->hold_after_failure);
-  }
   /* fixed:4 is above auto 1..3: off passes the raise's back-off, and
    * fails as well. */
   p3 = plan_failing (b, lo, web2, "web-2");
   g_assert_cmpuint (find (p3, "web-2")->target.mode, ==, TWED_MODE_OFF);
-  p4 = plan (b, lo);
-  e = find (p4, "web-2");
-  g_test_message ("%s: %s", twed_action_to_string (e->action), e->reason);
+  e = plan_vm (b, lo, "web-2", &p4);
   g_assert_cmpuint (e->target.mode, ==, TWED_MODE_OFF);
   g_assert_cmpuint (e->action, ==, TWED_ACTION_DEFER);
   g_assert_nonnull (strstr (e->reason, "its last change failed (2 in a row, next try in "));
@@ -236,30 +254,21 @@ test_failure_backoff_lowering (void)
 static void
 test_failure_backoff_after_lowering (void)
 {
-  g_autoptr(TwedPolicySet) fixed4 = policy_all_fixed (4);
   g_autoptr(TwedPolicySet) fixed5 = policy_all_fixed (5);
   g_autoptr(TwedPolicySet) lo = policy_all_auto (1, 3);
-  g_autoptr(TwedBackend) b = make_backend ();
-  g_autoptr(TwedPlan) p1 = plan (b, fixed4);
-  g_autoptr(TwedPlan) p2 = NULL;
+  g_autoptr(virDomain) web2 = NULL;
+  g_autoptr(TwedBackend) b = backend_after_failed_raise (&web2);
   g_autoptr(TwedPlan) p3 = NULL;
   g_autoptr(TwedPlan) p4 = NULL;
-  g_autoptr(virDomain) web2 = virDomainLookupByName (twed_backend_get_connection (b, "host-b"), "web-2");
   TwedPlanEntry *e;
 
-  g_assert_nonnull (web2);
-  g_assert_cmpuint (twed_backend_apply (b, p1, FALSE), ==, 0);
-  p2 = plan_failing (b, fixed5, web2, "web-2");
   /* fixed:4 is above auto 1..3: off passes the raise's back-off, and is made. */
-  p3 = plan (b, lo);
-  e = find (p3, "web-2");
+  e = plan_vm (b, lo, "web-2", &p3);
   g_assert_cmpuint (e->action, ==, TWED_ACTION_CHANGE);
   g_assert_cmpuint (e->target.mode, ==, TWED_MODE_OFF);
   twed_backend_apply (b, p3, FALSE);
   g_assert_cmpuint (e->result, ==, TWED_RESULT_APPLIED);
-  p4 = plan (b, fixed5);
-  e = find (p4, "web-2");
-  g_test_message ("%s: %s", twed_action_to_string (e->action), e->reason);
+  e = plan_vm (b, fixed5, "web-2", &p4);
   g_assert_cmpuint (e->action, ==, TWED_ACTION_DEFER);
   g_assert_nonnull (strstr (e->reason, "its last change failed (1 in a row, next try in "));
 }
