@@ -34,6 +34,8 @@ CEILING_SKIP = re.compile(r"kvm-arm\.twed_max=(\d+) is below the case's (\d+)")
 CEILING_OFF_SKIP = 'kvm-arm.twed_max=off allows no TWED'
 CMDLINE_MAX = re.compile(r'Kernel command line:.*\bkvm-arm\.twed_max=(\S+)')
 # Kernel messages may interleave with a program's output on the console.
+# At most this many diagnostics are quoted with a failed case.
+MAX_NOTES = 8
 KMSG = re.compile(r'^\[\s*\d+\.\d+\] ')
 
 
@@ -50,13 +52,22 @@ def ceiling_skip(desc, twed_max):
 
 def judge_twed_test(lines, errors, twed_max=None):
     plan, results, cap = None, [], None
+    # The diagnostics ("# ...") printed since the previous result: what a
+    # failed case measured, quoted with it.
+    notes = []
     for line in lines:
         if m := PLAN.match(line):
             plan = int(m.group(1))
         elif m := TAP.match(line):
             results.append((m.group(1) is None, int(m.group(2)), m.group(3)))
+            if m.group(1):
+                errors.append(f'twed_test: not ok {m.group(3)}')
+                errors.extend(f'    {n}' for n in notes[-MAX_NOTES:])
+            notes = []
         elif m := CAP.match(line):
             cap = int(m.group(1), 16)
+        elif line.startswith('# '):
+            notes.append(line)
     passed = sum(1 for ok, _, d in results if ok and '# SKIP' not in d)
     skipped = [d for ok, _, d in results if ok and '# SKIP' in d]
     failed = [d for ok, _, d in results if not ok]
@@ -64,8 +75,6 @@ def judge_twed_test(lines, errors, twed_max=None):
         errors.append('twed_test: no TAP plan')
     elif len(results) != plan:
         errors.append(f'twed_test: {len(results)} results for a plan of {plan}')
-    for d in failed:
-        errors.append(f'twed_test: not ok {d}')
     if cap is None:
         errors.append('twed_test: did not report KVM_CAP_ARM_TWED')
     path = 'FEAT_TWED absent' if cap == 0 else 'FEAT_TWED present'
