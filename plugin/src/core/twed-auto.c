@@ -100,6 +100,10 @@ typedef struct {
   gint64 seen_at;
   gint64 advanced_at;       /* last read in which the vCPUs ran at all */
   char *missing;            /* why the last read gave no usable signals */
+  gint64 gap_since;         /* first read of a run without them after a complete
+                             * read, 0 = none: a read taken while a change of the
+                             * domain is in flight lacks its KVM stats */
+  gboolean d_gap;           /* this read's delta spans such a gap */
   char *reset;              /* why the last read restarted the deltas */
   guint twed_delay;         /* highest vcpu.N.twed_delay.cur of the last read */
 
@@ -469,6 +473,7 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
   char *reset = NULL;
 
   st->have_delta = FALSE;
+  st->d_gap = FALSE;
   set_str (&st->reset, NULL);
   set_str (&st->name, g_strdup (dom->name));
   if (st->pcpus)
@@ -482,6 +487,7 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
   if (!sig || sig->vcpus->len == 0)
     {
       set_str (&st->missing, g_strdup ("no vCPU stats in the bulk stats"));
+      st->gap_since = 0;
       g_clear_pointer (&st->prev, g_array_unref);
       return;
     }
@@ -492,12 +498,27 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
       if ((s->have & TWED_SIGNALS_ALL) != TWED_SIGNALS_ALL)
         {
           set_str (&st->missing, g_strdup_printf ("vcpu.%u.%s not reported", v, missing_signal (s->have)));
-          g_clear_pointer (&st->prev, g_array_unref);
+          /* A gap after a complete read on this host: the previous
+           * read stays the base of the next delta, which spans the gap
+           * (the counters are cumulative). */
+          if (st->prev && g_strcmp0 (st->host, host->name) == 0 && sig->id == st->id)
+            {
+              if (!st->gap_since)
+                st->gap_since = sig->at;
+              st->seen_at = sig->at;
+            }
+          else
+            {
+              st->gap_since = 0;
+              g_clear_pointer (&st->prev, g_array_unref);
+            }
           return;
         }
       twed_delay = MAX (twed_delay, s->twed_delay);
     }
   set_str (&st->missing, NULL);
+  st->d_gap = st->gap_since != 0;
+  st->gap_since = 0;
   st->twed_delay = twed_delay;
   st->seen_at = sig->at;
 
@@ -616,8 +637,9 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
         {
           /* A new setting: its window starts now, or, when it is the
            * step decided last, with this read's delta (the change was
-           * made right after the previous read). */
-          gboolean decided = level == st->pending;
+           * made right after the previous read, unless reads without
+           * signals came between). */
+          gboolean decided = level == st->pending && !st->d_gap;
 
           st->level = level;
           st->uncut = 0;
@@ -908,11 +930,27 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     st = vms && dom->uuid ? g_hash_table_lookup (vms, dom->uuid) : NULL;
   }
 
+  if (st && dom->signals && st->missing && st->gap_since && g_strcmp0 (st->host, host->name) == 0 &&
+      dom->signals->at - st->gap_since < (gint64) p->stale_seconds * G_USEC_PER_SEC)
+    {
+      /* Transient: a read taken while a change of the domain was in
+       * flight has no KVM stats.  Nothing is judged on it; off only
+       * once they have been missing for stale_seconds. */
+      verdict (out, TWED_AUTO_HOLD, level,
+               g_strdup_printf ("%s in this read, for %" G_GINT64_FORMAT " s of the %u s allowed: holding at %s",
+                                st->missing, (dom->signals->at - st->gap_since) / G_USEC_PER_SEC,
+                                p->stale_seconds, ln));
+      out->waiting = TRUE;
+      goto done;
+    }
   if (!st || !dom->signals || st->missing || g_strcmp0 (st->host, host->name) != 0)
     {
       verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
-               g_strdup_printf ("signals missing (%s): off",
-                                st && st->missing ? st->missing : "not read on this host"));
+               st && st->gap_since && dom->signals
+                   ? g_strdup_printf ("signals missing (%s) for %" G_GINT64_FORMAT " s: off", st->missing,
+                                      (dom->signals->at - st->gap_since) / G_USEC_PER_SEC)
+                   : g_strdup_printf ("signals missing (%s): off",
+                                      st && st->missing ? st->missing : "not read on this host"));
       out->protective = TRUE;
       goto done;
     }
@@ -1184,8 +1222,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
      * cut from off (a larger, steadier rate) is clear at once. */
     /* Hysteresis on the exits: one window that did not cut them (the
      * first window at a level is a few reads, and a step down costs the
-     * cooldown) is judged again; two in a row, or more exits than at
-     * off, are not noise. */
+     * cooldown) is judged again, even one with more exits than at
+     * off; two in a row are not noise. */
     if (left > 1 - p->min_gain)
       st->uncut++;
     else
@@ -1195,7 +1233,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
      * else (a ceiling, half the margin) does not. */
     if (st->uncut)
       st->cut_run = 0;
-    if (left <= 1 && st->uncut == 1)
+    if (st->uncut == 1)
       verdict (out, TWED_AUTO_HOLD, level,
                g_strdup_printf ("%s, hold: exits not cut by %.0f %% of off's in one window, judging again", f,
                                 p->min_gain * 100));
