@@ -209,7 +209,9 @@ class SessionRunner:
         env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
         log = open(os.path.join(workdir, "twedd.log"), "w")
         p = subprocess.Popen([twedd, "--config", conf, "-P", pdir, "-c", f"{spec.name}={uri}",
-                              "-i", str(s.auto_interval_seconds), "--log-format", "json"],
+                              "-i", str(s.auto_interval_seconds), "--log-format", "json",
+                              # the decisions that kept a setting, with their reasons
+                              "--debug"],
                              stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         log.close()
         return p
@@ -353,7 +355,7 @@ class SessionRunner:
                 if setting.under_twedd:
                     # "auto" for auto's plots; "twedd" for the control.
                     record["auto" if setting.mode == "auto" else "twedd"] = {
-                        "series": series, "kicks": kicks, "twedd_log": self._twedd_changes(workdir)}
+                        "series": series, "kicks": kicks, "twedd_log": self._twedd_decisions(workdir)}
                 path = self.base.raw_path(spec, oc, wl, setting, rep)
                 if setting in todo:
                     runner.write_json(path, record)
@@ -367,8 +369,9 @@ class SessionRunner:
             shutil.rmtree(workdir, ignore_errors=True)
         return done, failed
 
-    def _twedd_changes(self, workdir):
-        """twedd's changes with their reasons, from its JSON log lines."""
+    def _twedd_decisions(self, workdir):
+        """twedd's changes, and the decisions that kept a setting, with their
+        reasons, from its JSON log lines (--debug)."""
         out = []
         try:
             with open(os.path.join(workdir, "twedd.log"), encoding="utf-8", errors="replace") as f:
