@@ -34,9 +34,9 @@ CEILING_SKIP = re.compile(r"kvm-arm\.twed_max=(\d+) is below the case's (\d+)")
 CEILING_OFF_SKIP = 'kvm-arm.twed_max=off allows no TWED'
 CMDLINE_MAX = re.compile(r'Kernel command line:.*\bkvm-arm\.twed_max=(\S+)')
 # Kernel messages may interleave with a program's output on the console.
+KMSG = re.compile(r'^\[\s*\d+\.\d+\] ')
 # At most this many diagnostics are quoted with a failed case.
 MAX_NOTES = 8
-KMSG = re.compile(r'^\[\s*\d+\.\d+\] ')
 
 
 def ceiling_skip(desc, twed_max):

@@ -911,7 +911,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   int lo = (int) bounds->min, hi = (int) bounds->max;
   int level = level_of (dom);
   VmState *st;
-  gint64 now, dwell = (gint64) p->dwell_seconds * G_USEC_PER_SEC;
+  gint64 now, gap, dwell = (gint64) p->dwell_seconds * G_USEC_PER_SEC;
   double e, e_off = NAN, wait_change = NAN;
   g_autoptr(GHashTable) shares = NULL;
   g_autofree char *fresh = NULL;
@@ -930,27 +930,27 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     st = vms && dom->uuid ? g_hash_table_lookup (vms, dom->uuid) : NULL;
   }
 
-  if (st && dom->signals && st->missing && st->gap_since && g_strcmp0 (st->host, host->name) == 0 &&
-      dom->signals->at - st->gap_since < (gint64) p->stale_seconds * G_USEC_PER_SEC)
+  /* How long the signals have been missing since a complete read
+   * (observe_domain() only opens a gap on this host), -1 = no gap. */
+  gap = st && st->gap_since && dom->signals ? dom->signals->at - st->gap_since : -1;
+  if (gap >= 0 && gap < (gint64) p->stale_seconds * G_USEC_PER_SEC)
     {
       /* Transient: a read taken while a change of the domain was in
        * flight has no KVM stats.  Nothing is judged on it; off only
        * once they have been missing for stale_seconds. */
       verdict (out, TWED_AUTO_HOLD, level,
                g_strdup_printf ("%s in this read, for %" G_GINT64_FORMAT " s of the %u s allowed: holding at %s",
-                                st->missing, (dom->signals->at - st->gap_since) / G_USEC_PER_SEC,
-                                p->stale_seconds, ln));
+                                st->missing, gap / G_USEC_PER_SEC, p->stale_seconds, ln));
       out->waiting = TRUE;
       goto done;
     }
   if (!st || !dom->signals || st->missing || g_strcmp0 (st->host, host->name) != 0)
     {
       verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
-               st && st->gap_since && dom->signals
-                   ? g_strdup_printf ("signals missing (%s) for %" G_GINT64_FORMAT " s: off", st->missing,
-                                      (dom->signals->at - st->gap_since) / G_USEC_PER_SEC)
-                   : g_strdup_printf ("signals missing (%s): off",
-                                      st && st->missing ? st->missing : "not read on this host"));
+               gap >= 0 ? g_strdup_printf ("signals missing (%s) for %" G_GINT64_FORMAT " s: off", st->missing,
+                                           gap / G_USEC_PER_SEC)
+                        : g_strdup_printf ("signals missing (%s): off",
+                                           st && st->missing ? st->missing : "not read on this host"));
       out->protective = TRUE;
       goto done;
     }
