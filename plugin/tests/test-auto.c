@@ -99,6 +99,14 @@ finish_read (TwedAuto *ctl, TwedHost *host, GHashTable *decided, const TwedSetti
       twed_auto_verdict_clear (&d->verdict);
       twed_auto_decide (ctl, host, dom, bounds, params, &d->verdict);
       d->decided = TRUE;
+      /* The planner's rule (plan_auto): only off or a fixed delay within
+       * the bounds, whatever the decision. */
+      if (!(d->verdict.target.mode == TWED_MODE_OFF ||
+            (d->verdict.target.mode == TWED_MODE_FIXED && d->verdict.target.delay >= bounds->min &&
+             d->verdict.target.delay <= bounds->max)))
+        g_error ("%s: %s asks for a setting outside %u..%u: %s", d->name,
+                 twed_auto_decision_to_string (d->verdict.decision), bounds->min, bounds->max,
+                 d->verdict.reason);
       /* With --verbose, the run of decisions a failing expect line
        * comes after. */
       g_test_message ("%s %s: %s", d->name, twed_auto_decision_to_string (d->verdict.decision),

@@ -915,7 +915,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   double e, e_off = NAN, wait_change = NAN;
   g_autoptr(GHashTable) shares = NULL;
   g_autofree char *fresh = NULL;
-  gboolean fresh_twice = FALSE;
+  gboolean fresh_twice = FALSE, in_bounds;
   LevelStats *off;
   int top;
   g_autofree char *ln = level_name (level);
@@ -933,7 +933,10 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   /* How long the signals have been missing since a complete read
    * (observe_domain() only opens a gap on this host), -1 = no gap. */
   gap = st && st->gap_since && dom->signals ? dom->signals->at - st->gap_since : -1;
-  if (gap >= 0 && gap < (gint64) p->stale_seconds * G_USEC_PER_SEC)
+  in_bounds = level == LEVEL_OFF || (level >= lo && level <= hi);
+  /* A setting outside the bounds is not held on: it goes to off below,
+   * with or without signals. */
+  if (in_bounds && gap >= 0 && gap < (gint64) p->stale_seconds * G_USEC_PER_SEC)
     {
       /* Transient: a read taken while a change of the domain was in
        * flight has no KVM stats.  Nothing is judged on it; off only
@@ -963,7 +966,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       out->protective = TRUE;
       goto done;
     }
-  if (level == LEVEL_OTHER || level > hi || (level >= 0 && level < lo))
+  if (!in_bounds)
     {
       g_autofree char *cur = twed_setting_to_string (&dom->twed);
 

@@ -541,7 +541,8 @@ asks only for levels within it), and auto holds there.""", (2, 5), P)
 def narrowed():
     tr = Trace("narrowed", """Bounds narrowed while a step is pending: a step to 4 decided under
 2..6 and not in force yet is dropped when a policy reload makes the
-bounds 2..3; the VM stays at 3, the new top.""", (2, 6), P)
+bounds 2..3; the VM stays at 3, the new top.  Then set by hand to 5, with
+a read lacking a KVM stat: off, not a hold at 5.""", (2, 6), P)
     a = Vm("vm", "00000000-0000-0000-0000-000000000013", 2, 2, "0-1", 0.5,
            table({-1: 1000, 2: 800, 3: 550, 4: 300}, {-1: 0.1}))
     first_read(tr, "host-a", [a])
@@ -555,6 +556,12 @@ bounds 2..3; the VM stays at 3, the new top.""", (2, 6), P)
     tr.read("host-a", [a]); tr.bounds(2, 3)
     tr.expect(a, "hold", "fixed:3", "dwell 10 s of 20 s at 3")
     tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "hold: at the bound")
+    # Set by hand outside the bounds, and the read taken while that change
+    # is in flight lacks a KVM stat: no gap is held on at a setting the
+    # controller may not ask for, off at once.
+    a.setting = "fixed:5"
+    a.missing = {0: 0}
+    tr.read("host-a", [a]); tr.expect(a, "fallback", "off", "signals missing (vcpu.0.wfe_exit_stat not reported)")
     tr.write()
 
 
