@@ -69,6 +69,9 @@ add_vm (TwedHost *host, char **f, guint nf, gint64 t)
   if (g_str_equal (f[6], "none"))
     return;
   dom->signals = twed_domain_signals_new (t * G_USEC_PER_SEC, atoi (f[3]));
+  /* "empty": the VCPU group without a vCPU in it. */
+  if (g_str_equal (f[6], "empty"))
+    return;
   for (guint v = 0; v < nvcpus; v++)
     {
       g_auto(GStrv) c = g_strsplit (f[6 + v], ",", -1);

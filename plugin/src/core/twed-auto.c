@@ -104,6 +104,7 @@ typedef struct {
                              * read, 0 = none: a read taken while a change of the
                              * domain is in flight lacks its KVM stats */
   gboolean d_gap;           /* this read's delta spans such a gap */
+  int base_level;           /* the setting at the read the next delta starts from */
   char *reset;              /* why the last read restarted the deltas */
   guint twed_delay;         /* highest vcpu.N.twed_delay.cur of the last read */
 
@@ -265,6 +266,7 @@ vm_state_new (void)
   st->off_shares = parties_new ();
   st->newcomers = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   st->return_to = LEVEL_NONE;
+  st->base_level = LEVEL_NONE;
   return st;
 }
 
@@ -463,6 +465,28 @@ missing_signal (guint have)
   return "time";
 }
 
+/* A read without usable signals: after a complete read of the same
+ * domain on this host it is a gap, the previous read staying the base of
+ * the next delta, which spans the gap (the counters are cumulative); a
+ * read taken while a change of the domain is in flight lacks its KVM
+ * stats.  Otherwise there is nothing to measure from. */
+static void
+signals_missing (VmState *st, const TwedHost *host, const TwedDomainSignals *sig, char *why)
+{
+  set_str (&st->missing, why);
+  if (sig && st->prev && g_strcmp0 (st->host, host->name) == 0 && sig->id == st->id)
+    {
+      if (!st->gap_since)
+        st->gap_since = sig->at;
+      st->seen_at = sig->at;
+    }
+  else
+    {
+      st->gap_since = 0;
+      g_clear_pointer (&st->prev, g_array_unref);
+    }
+}
+
 /* Deltas of one domain's counters since its previous read. */
 static void
 observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const char *was_on)
@@ -486,9 +510,7 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
 
   if (!sig || sig->vcpus->len == 0)
     {
-      set_str (&st->missing, g_strdup ("no vCPU stats in the bulk stats"));
-      st->gap_since = 0;
-      g_clear_pointer (&st->prev, g_array_unref);
+      signals_missing (st, host, sig, g_strdup ("no vCPU stats in the bulk stats"));
       return;
     }
   for (guint v = 0; v < sig->vcpus->len; v++)
@@ -497,21 +519,8 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
 
       if ((s->have & TWED_SIGNALS_ALL) != TWED_SIGNALS_ALL)
         {
-          set_str (&st->missing, g_strdup_printf ("vcpu.%u.%s not reported", v, missing_signal (s->have)));
-          /* A gap after a complete read on this host: the previous
-           * read stays the base of the next delta, which spans the gap
-           * (the counters are cumulative). */
-          if (st->prev && g_strcmp0 (st->host, host->name) == 0 && sig->id == st->id)
-            {
-              if (!st->gap_since)
-                st->gap_since = sig->at;
-              st->seen_at = sig->at;
-            }
-          else
-            {
-              st->gap_since = 0;
-              g_clear_pointer (&st->prev, g_array_unref);
-            }
+          signals_missing (st, host, sig,
+                           g_strdup_printf ("vcpu.%u.%s not reported", v, missing_signal (s->have)));
           return;
         }
       twed_delay = MAX (twed_delay, s->twed_delay);
@@ -632,7 +641,12 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
       VmState *st = g_ptr_array_index (states, i);
       const TwedDomain *dom = g_ptr_array_index (doms, i);
       int level = level_of (dom);
+      /* A delta across a gap in which the setting changed is not the
+       * new setting's alone. */
+      gboolean spans_change = st->d_gap && st->base_level != level;
 
+      if (!st->missing)
+        st->base_level = level;
       if (level != st->level)
         {
           /* A new setting: its window starts now, or, when it is the
@@ -648,7 +662,7 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
           if (!decided)
             continue;
         }
-      if (!st->have_delta)
+      if (!st->have_delta || spans_change)
         continue;
       for (guint j = 0; j < states->len; j++)
         {

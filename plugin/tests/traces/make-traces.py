@@ -47,6 +47,8 @@ class Vm:
     def line(self):
         if self.no_signals:
             return f"vm {self.name} {self.uuid} {self.id} {self.setting} {self.pcpus} none"
+        if "all" in self.missing:
+            return f"vm {self.name} {self.uuid} {self.id} {self.setting} {self.pcpus} empty"
         tw = max(self.level(), 0)
         parts = []
         for i, c in enumerate(self.c):
@@ -305,7 +307,9 @@ def signals():
     tr = Trace("signals", """Signals missing from reads after a complete one (a vCPU without
 wfe_exit_stat, as in a read taken while a change of the domain is in
 flight): held, the next complete read's delta spanning the gap, and off
-once missing for stale_seconds.  Missing with no complete read before
+once missing for stale_seconds (a setting changed in the gap is measured
+from the first complete read after it); an empty vCPU group likewise.
+Missing with no complete read before
 (no VCPU group at all, then a field missing right after): off at once.
 Signals that stop advancing (the VM paused): off.""", (2, 5), P)
     a = Vm("vm", "00000000-0000-0000-0000-00000000000f", 5, 2, "0-1", 0.5, table({-1: 900, 2: 500}, {-1: 0.1}))
@@ -322,9 +326,17 @@ Signals that stop advancing (the VM paused): off.""", (2, 5), P)
     tr.expect(a, "hold", "fixed:3", "for 40 s of the 60 s allowed")
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "fallback", "off", "signals missing (vcpu.0.wfe_exit_stat not reported) for 60 s: off")
-    a.missing = {}
+    # off is in force in a read still without them, then they come back:
+    # the delta across the gap is of 3 and of off, counted for neither.
     a.setting = "off"
+    tr.read("host-a", [a]); tr.expect(a, "fallback", "off", "for 70 s: off")
+    a.missing = {}
     tr.read("host-a", [a]); tr.expect(a, "hold", "off", "dwell 0 s of 20 s at off")
+    # An empty vCPU group after a complete read is a gap too.
+    a.missing = {"all": 0}
+    tr.read("host-a", [a]); tr.expect(a, "hold", "off", "no vCPU stats in the bulk stats in this read, for 0 s")
+    a.missing = {}
+    tr.read("host-a", [a]); tr.expect(a, "hold", "off", "dwell 20 s of 20 s at off")
     a.no_signals = True
     tr.read("host-a", [a]); tr.expect(a, "fallback", "off", "no vCPU stats")
     a.no_signals = False
