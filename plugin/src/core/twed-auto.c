@@ -625,7 +625,10 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
           g_hash_table_insert (vms, g_strdup (dom->uuid), st);
         }
       observe_domain (st, host, dom, g_hash_table_lookup (ctl->where, dom->uuid));
-      if (dom->signals)
+      /* Only a complete read says where the VM runs: the incoming copy
+       * of a live migration is listed, without its KVM stats, on the
+       * destination while the source still runs it. */
+      if (!st->missing)
         g_hash_table_replace (ctl->where, g_strdup (dom->uuid), g_strdup (host->name));
       if (dom->signals)
         now = MAX (now, dom->signals->at);

@@ -603,7 +603,8 @@ def incoming():
     tr = Trace("incoming", """A live migration under way: the destination host-b lists the VM
 (paused, no signals yet) between two reads of host-a.  host-b's
 decision (off: signals missing) is its own; on host-a the VM keeps
-what was measured there and its next step.""", (2, 5), P)
+what was measured there and its next step.  Then with the incoming copy
+reporting all but its KVM stats: the same.""", (2, 5), P)
     a = Vm("vm", "00000000-0000-0000-0000-000000000014", 21, 2, "0-1", 0.5, table({-1: 1000, 2: 600, 3: 400}, {-1: 0.1}))
     b = Vm("vm", a.uuid, 4, 2, "0-1", 0.5, a.model)
     b.no_signals = True
@@ -616,6 +617,15 @@ what was measured there and its next step.""", (2, 5), P)
     a.advance(5)
     tr.read("host-a", [a], dt=5)
     tr.expect(a, "step-up", "fixed:3", "wfe exits/s 1000 at off → 600 at 2 (60 %), run-queue wait share +0.0 pts (vm 10.0 % → 10.0 %), step up to 3")
+    # Again, the incoming copy now reporting its run-queue wait and time
+    # but not yet its KVM stats: still not where the VM runs.
+    a.setting = "fixed:3"
+    b.no_signals = False
+    b.missing = {0: 0}
+    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "dwell 10 s of 20 s at 3")
+    tr.read("host-b", [b], dt=5); tr.expect(b, "fallback", "off", "signals missing (vcpu.0.wfe_exit_stat not reported)")
+    a.advance(5)
+    tr.read("host-a", [a], dt=5); tr.expect(a, "hold", "fixed:3", "in one window, judging again")
     tr.write()
 
 
