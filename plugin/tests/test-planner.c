@@ -179,6 +179,48 @@ test_hysteresis (void)
   }
 }
 
+/* Hysteresis between an auto band and a fixed one: a VM the controller
+ * left at a delay within the auto bounds, or one the fixed band set,
+ * stays where it is while its ratio wanders around the boundary, and
+ * one kept in the auto band stays under the controller. */
+static void
+test_hysteresis_auto (void)
+{
+  const char *json = "{\"version\":1,\"name\":\"hy\",\"hysteresis\":0.1,"
+                     "\"bands\":[{\"up_to\":2.0,\"mode\":\"fixed\",\"delay\":3}],"
+                     "\"beyond\":{\"mode\":\"auto\",\"min\":4,\"max\":5}}";
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+  static const TwedSetting starts[] = {
+    { TWED_MODE_FIXED, 4, 4, 4 },  /* where the controller left it */
+    { TWED_MODE_FIXED, 3, 3, 3 },  /* what the fixed band set */
+  };
+  g_autoptr(GError) error = NULL;
+  TwedPolicy *pol = twed_policy_parse (json, strlen (json), "hy.json", &error);
+
+  g_assert_no_error (error);
+  g_assert_true (twed_policy_set_add (set, pol, NULL));
+  for (guint s = 0; s < G_N_ELEMENTS (starts); s++)
+    for (guint cycle = 0; cycle < 20; cycle++)
+      {
+        g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+        g_autoptr(TwedPlan) plan = NULL;
+        /* 100 pCPUs, 195..205 vCPUs: ratio 1.95..2.05 */
+        guint vcpus = 195 + (cycle * 7) % 11;
+        TwedHost *h = make_host ("h", 100, &vcpus, 1);
+        TwedPlanEntry *e;
+
+        ((TwedDomain *) g_ptr_array_index (h->domains, 0))->twed = starts[s];
+        ((TwedDomain *) g_ptr_array_index (h->domains, 0))->has_twed = TRUE;
+        g_ptr_array_add (hosts, h);
+        plan = plan_hosts (hosts, set);
+        e = entry (plan, 0);
+        if (e->action != TWED_ACTION_KEEP)
+          g_error ("start fixed:%u, %u vCPUs: %s", starts[s].delay, vcpus, e->reason);
+        /* Kept in the auto band: planned by the controller's rules. */
+        g_assert_cmpint (e->is_auto, ==, s == 0);
+      }
+}
+
 static void
 test_rate_limits (void)
 {
@@ -268,6 +310,7 @@ main (int argc, char **argv)
   g_test_add_func ("/planner/band-edges", test_band_edges);
   g_test_add_func ("/planner/band-boundary-grid", test_band_boundary_grid);
   g_test_add_func ("/planner/hysteresis", test_hysteresis);
+  g_test_add_func ("/planner/hysteresis-auto", test_hysteresis_auto);
   g_test_add_func ("/planner/rate-limits", test_rate_limits);
   g_test_add_func ("/planner/optout-pinned-notwed", test_optout_pinned_notwed);
   return g_test_run ();

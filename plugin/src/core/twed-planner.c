@@ -86,9 +86,24 @@ band_label (const TwedPolicy *pol, guint index)
   return g_strdup_printf ("(%.2f, %.2f]", lo, hi);
 }
 
-/* Stateless hysteresis: keep the current setting if it is what a band
- * near the ratio asks for, "near" meaning within the margin of that
- * band's range. A VM sitting on a boundary then never flaps. */
+/* Whether band @i may have left a VM at @current: its setting, or for
+ * an auto band off or a fixed delay within its bounds (where the
+ * controller may have moved it). */
+static gboolean
+band_holds (const TwedPolicy *pol, guint i, const TwedSetting *current)
+{
+  const TwedSetting *b = twed_policy_band_setting (pol, i);
+
+  if (b->mode != TWED_MODE_AUTO)
+    return twed_setting_equal (b, current);
+  return current->mode == TWED_MODE_OFF ||
+         (current->mode == TWED_MODE_FIXED && current->delay >= b->min && current->delay <= b->max);
+}
+
+/* Stateless hysteresis: keep the current setting if a band near the
+ * ratio may have set it, "near" meaning within the margin of that
+ * band's range. A VM sitting on a boundary then never flaps; one kept
+ * in an auto band stays under the controller. */
 static gboolean
 within_hysteresis (const TwedPolicy *pol, double ratio, const TwedSetting *current,
                    guint *band_out)
@@ -97,7 +112,7 @@ within_hysteresis (const TwedPolicy *pol, double ratio, const TwedSetting *curre
     {
       double lo, hi;
 
-      if (!twed_setting_equal (twed_policy_band_setting (pol, i), current))
+      if (!band_holds (pol, i, current))
         continue;
       twed_policy_band_range (pol, i, &lo, &hi);
       if (twed_ratio_at_most (lo - pol->hysteresis, ratio) &&
@@ -193,7 +208,10 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
 {
   TwedPlanEntry *e = g_new0 (TwedPlanEntry, 1);
   const TwedPolicy *pol;
-  guint band, keep_band;
+  guint band, keep_band = 0;
+  gboolean kept;
+  g_autofree char *in_band = NULL;
+  g_autofree char *kb = NULL;
 
   e->host = g_strdup (host->name);
   e->domain = g_strdup (dom->name);
@@ -212,6 +230,17 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
   e->policy = g_strdup (pol->name);
   band = twed_policy_band_index (pol, dom->ratio);
   e->band = band_label (pol, band);
+  /* The band in force: the ratio's, or a neighbour that may have set
+   * the current setting while the ratio is within its hysteresis. */
+  kept = !band_holds (pol, band, &e->current) && within_hysteresis (pol, dom->ratio, &e->current, &keep_band);
+  if (kept)
+    {
+      band = keep_band;
+      in_band = g_strdup_printf ("within hysteresis %.2f of band %s", pol->hysteresis,
+                                 kb = band_label (pol, keep_band));
+    }
+  else
+    in_band = g_strdup_printf ("in band %s", e->band);
 
   if (dom->manage == TWED_MANAGE_OPTOUT)
     {
@@ -258,7 +287,7 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
       if (twed_setting_equal (&e->target, &e->current))
         {
           e->action = TWED_ACTION_KEEP;
-          e->reason = g_strdup_printf ("ratio %.2f in band %s, %s", dom->ratio, e->band, why);
+          e->reason = g_strdup_printf ("ratio %.2f %s, %s", dom->ratio, in_band, why);
         }
       /* The back-off after a failed step up (above the host's
        * ceiling, say) must not keep a delay that costs more than it
@@ -269,13 +298,13 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
       else if (dom->hold && !(dom->hold_after_failure && lowers_delay (e)))
         {
           e->action = TWED_ACTION_DEFER;
-          e->reason = g_strdup_printf ("ratio %.2f in band %s, %s; deferred: %s", dom->ratio, e->band, why,
+          e->reason = g_strdup_printf ("ratio %.2f %s, %s; deferred: %s", dom->ratio, in_band, why,
                                        dom->hold);
         }
       else
         {
           e->action = TWED_ACTION_CHANGE;
-          e->reason = g_strdup_printf ("ratio %.2f in band %s, %s", dom->ratio, e->band, why);
+          e->reason = g_strdup_printf ("ratio %.2f %s, %s", dom->ratio, in_band, why);
         }
     }
   else
@@ -284,16 +313,7 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
       if (twed_setting_equal (&e->target, &e->current))
         {
           e->action = TWED_ACTION_KEEP;
-          e->reason = g_strdup_printf ("ratio %.2f in band %s", dom->ratio, e->band);
-        }
-      else if (within_hysteresis (pol, dom->ratio, &e->current, &keep_band))
-        {
-          g_autofree char *kb = band_label (pol, keep_band);
-
-          e->action = TWED_ACTION_KEEP;
-          e->target = e->current;
-          e->reason = g_strdup_printf ("ratio %.2f within hysteresis %.2f of band %s",
-                                       dom->ratio, pol->hysteresis, kb);
+          e->reason = g_strdup_printf ("ratio %.2f %s", dom->ratio, in_band);
         }
       else if (dom->hold)
         {
