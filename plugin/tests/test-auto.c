@@ -16,6 +16,7 @@ typedef struct {
   char *name;
   TwedAutoVerdict verdict;
   gboolean decided;
+  gboolean skipped;       /* planned without the controller (pinned) from a "skip" line on */
   guint never;            /* bit per TwedAutoDecision it must not take from here on */
 } Decided;
 
@@ -99,6 +100,11 @@ finish_read (TwedAuto *ctl, TwedHost *host, GHashTable *decided, const TwedSetti
 
       if (!d)
         continue;
+      if (d->skipped)
+        {
+          twed_auto_skip (ctl, host, dom);
+          continue;
+        }
       twed_auto_verdict_clear (&d->verdict);
       twed_auto_decide (ctl, host, dom, bounds, params, &d->verdict);
       d->decided = TRUE;
@@ -215,6 +221,33 @@ test_trace (gconstpointer data)
           g_assert_nonnull (d);
           g_assert_true (twed_auto_decision_from_string (f[2], &k));
           d->never |= 1u << k;
+        }
+      else if (g_str_equal (f[0], "skip") || g_str_equal (f[0], "unskip"))
+        {
+          /* "skip VM": from the next read on, the planner skips it (a
+           * pin) and tells the controller so; "unskip VM" ends that. */
+          Decided *d;
+
+          g_assert_cmpuint (nf, ==, 2);
+          d = g_hash_table_lookup (decided, f[1]);
+          g_assert_nonnull (d);
+          if (host)
+            {
+              finish_read (ctl, host, decided, &bounds, &params);
+              g_clear_pointer (&host, twed_host_free);
+            }
+          d->skipped = g_str_equal (f[0], "skip");
+        }
+      else if (g_str_equal (f[0], "dryrun"))
+        {
+          /* "dryrun 1|0": twedd's dry_run, from the next read on. */
+          g_assert_cmpuint (nf, ==, 2);
+          if (host)
+            {
+              finish_read (ctl, host, decided, &bounds, &params);
+              g_clear_pointer (&host, twed_host_free);
+            }
+          twed_auto_set_dry_run (ctl, atoi (f[1]) != 0);
         }
       else if (g_str_equal (f[0], "protective"))
         {

@@ -1828,6 +1828,7 @@ twed_engine_reload_config (TwedEngine *e, TwedConfig *config)
     twed_config_free (e->config);
     e->config = config;
     e->dry_run = e->dry_run_option || config->dry_run;
+    twed_auto_set_dry_run (e->controller, e->dry_run || !twed_domain_params_available ());
     set_configured (e);
     supersede (e);
     /* A new state directory is written from now on, whole (nothing is
@@ -1888,6 +1889,9 @@ twed_engine_new (TwedConfig *config, gboolean dry_run)
   e->started = g_get_monotonic_time ();
   e->budget = twed_budget_new (config->max_changes);
   e->controller = twed_auto_new ();
+  /* Changes that are not made (a dry run, a libvirt without the twed
+   * API) are not awaited by the controller. */
+  twed_auto_set_dry_run (e->controller, e->dry_run || !twed_domain_params_available ());
   /* No item free function: GThreadPool hands the markers it queues to
    * stop its threads to it as well when it ends with items still queued
    * (g_thread_pool_free, immediate).  Queued passes free themselves

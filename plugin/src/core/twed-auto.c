@@ -154,6 +154,7 @@ struct _TwedAuto {
   GMutex lock;              /* passes over different hosts run on workers */
   GHashTable *hosts;        /* host name -> (uuid -> VmState) */
   GHashTable *where;        /* uuid -> host name it was last read on */
+  gboolean dry_run;         /* decisions are not applied: none is awaited */
 };
 
 void
@@ -463,6 +464,57 @@ missing_signal (guint have)
   if (!(have & TWED_SIGNAL_WAIT))
     return "delay (run-queue wait)";
   return "time";
+}
+
+/* Whether the decisions are applied.  In a dry run a decided step is
+ * not awaited: it would count as refused after a dwell, barring the
+ * levels from it and blaming the host ceiling, and those bars would
+ * outlive the dry run.  Steps awaited when it starts are dropped. */
+void
+twed_auto_set_dry_run (TwedAuto *ctl, gboolean dry_run)
+{
+  GHashTableIter hosts;
+  GHashTable *vms;
+
+  g_mutex_lock (&ctl->lock);
+  if (dry_run && !ctl->dry_run)
+    {
+      g_hash_table_iter_init (&hosts, ctl->hosts);
+      while (g_hash_table_iter_next (&hosts, NULL, (gpointer *) &vms))
+        {
+          GHashTableIter it;
+          VmState *st;
+
+          g_hash_table_iter_init (&it, vms);
+          while (g_hash_table_iter_next (&it, NULL, (gpointer *) &st))
+            st->pending = LEVEL_NONE;
+        }
+    }
+  ctl->dry_run = dry_run;
+  g_mutex_unlock (&ctl->lock);
+}
+
+/* A pass that plans @dom without the controller (pinned, opted out, its
+ * definition not read): a decided step is no longer awaited, and the
+ * window at its setting starts again when the controller has it back,
+ * rather than being judged on all the time it was left alone. */
+void
+twed_auto_skip (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom)
+{
+  GHashTable *vms;
+  VmState *st;
+
+  g_mutex_lock (&ctl->lock);
+  vms = g_hash_table_lookup (ctl->hosts, host->name);
+  st = vms && dom->uuid ? g_hash_table_lookup (vms, dom->uuid) : NULL;
+  if (st)
+    {
+      st->pending = LEVEL_NONE;
+      st->uncut = 0;
+      st->cut_run = 0;
+      window_reset (st);
+    }
+  g_mutex_unlock (&ctl->lock);
 }
 
 /* A read without usable signals: after a complete read of the same
@@ -1340,7 +1392,9 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   }
 
 done:
-  if (st && out->decision != TWED_AUTO_HOLD && out->decision != TWED_AUTO_BASELINE)
+  if (st && ctl->dry_run)
+    st->pending = LEVEL_NONE;
+  else if (st && out->decision != TWED_AUTO_HOLD && out->decision != TWED_AUTO_BASELINE)
     {
       int target = out->target.mode == TWED_MODE_OFF ? LEVEL_OFF : (int) out->target.delay;
 

@@ -87,6 +87,15 @@ void twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *do
                        const TwedSetting *bounds, const TwedAutoParams *params,
                        TwedAutoVerdict *out);
 
+/* Whether the decisions are applied (twedd's dry_run): in a dry run no
+ * decided step is awaited or counted as refused. */
+void twed_auto_set_dry_run (TwedAuto *ctl, gboolean dry_run);
+
+/* @dom was planned without the controller this pass (pinned, opted
+ * out, definition not read): its decided step is dropped and its
+ * window starts again. */
+void twed_auto_skip (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedAuto, twed_auto_unref)
 
 G_END_DECLS

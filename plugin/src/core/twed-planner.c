@@ -326,6 +326,10 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
           e->reason = g_strdup_printf ("ratio %.2f in band %s", dom->ratio, e->band);
         }
     }
+  /* Not planned by the controller this pass: it must not await a step
+   * or judge a window that spans the time it was left alone. */
+  if (ctl && e->action == TWED_ACTION_SKIP)
+    twed_auto_skip (ctl, host, dom);
   return e;
 }
 

@@ -577,6 +577,41 @@ a read lacking a KVM stat: off, not a hold at 5.""", (2, 6), P)
     tr.write()
 
 
+def pinned():
+    tr = Trace("pinned", """Pinned by hand while a step is decided, at the setting it had: the
+planner skips it and tells the controller, which forgets the step (it
+would count as refused after a dwell, barring 4 and blaming the host
+ceiling) and starts the window again once unpinned, rather than judging
+one window as long as the pin.  Then a dry run (twedd's dry_run): a
+step decided and never made is not refused either, and is decided again
+as soon as the decisions are applied.""", (2, 6), P)
+    a = Vm("vm", "00000000-0000-0000-0000-00000000001f", 2, 2, "0-1", 0.5,
+           table({-1: 1000, 2: 800, 3: 550, 4: 300}, {-1: 0.1}))
+    first_read(tr, "host-a", [a])
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
+    a.setting = "fixed:2"
+    tr.again("host-a", [a], a, a.setting)
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:3")
+    a.setting = "fixed:3"
+    tr.again("host-a", [a], a, a.setting)
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
+    tr.out.append("skip vm")
+    for _ in range(5):
+        tr.read("host-a", [a])
+    tr.out.append("unskip vm")
+    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "dwell 10 s of 20 s at 3")
+    tr.out.append("dryrun 1")
+    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "in one window, judging again")
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
+    for _ in range(3):
+        tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "dwell 10 s of 20 s at 3")
+        tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
+    tr.out.append("dryrun 0")
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
+    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:4", "step to 4 decided, not in force yet")
+    tr.write()
+
+
 def apart():
     tr = Trace("apart", """Whose wait counts: a VM that barely runs on the same pCPU (its share
 swings from 10 % to 90 % on a few milliseconds) and a busy VM on other
@@ -985,5 +1020,6 @@ back.""", (2, 14), P)
 
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
-              apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau):
+              apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau,
+              pinned):
         f()
