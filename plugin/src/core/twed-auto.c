@@ -111,7 +111,16 @@ typedef struct {
   /* This read's deltas. */
   gboolean have_delta;
   double d_exits, d_time_ns, d_elapsed_ns;
+  /* The run-queue wait and time a co-located VM costs: from libvirt's
+   * vcpu.N.delay and vcpu.N.time alone, which need no domain job, so a
+   * neighbour whose KVM stats are not read (a job held by a backup or a
+   * migration, NOWAIT) still counts. */
+  gboolean have_cost;
   GArray *d_vcpus;          /* VcpuDelta by vCPU */
+  GArray *cost_prev;        /* TwedVcpuSignals of the last read with them, NULL = none */
+  char *cost_host;
+  int cost_id;
+  gint64 cost_at;
   GArray *pcpus;            /* pCPUs it may run on, NULL = all */
   GPtrArray *vcpu_pcpus;    /* per vCPU GArray<guint>, NULL entry = all */
 
@@ -246,6 +255,9 @@ vm_state_free (VmState *st)
     g_array_unref (st->off_pcpus);
   if (st->prev)
     g_array_unref (st->prev);
+  if (st->cost_prev)
+    g_array_unref (st->cost_prev);
+  g_free (st->cost_host);
   if (st->pcpus)
     g_array_unref (st->pcpus);
   g_free (st->missing);
@@ -539,6 +551,52 @@ signals_missing (VmState *st, const TwedHost *host, const TwedDomainSignals *sig
     }
 }
 
+/* The wait and time deltas of each vCPU since the last read that had
+ * them on this host, for the VMs whose pCPUs it shares. */
+static void
+observe_cost (VmState *st, const TwedHost *host, const TwedDomainSignals *sig)
+{
+  gboolean base;
+
+  st->have_cost = FALSE;
+  g_array_set_size (st->d_vcpus, 0);
+  if (!sig || sig->vcpus->len == 0)
+    goto forget;
+  for (guint v = 0; v < sig->vcpus->len; v++)
+    {
+      const TwedVcpuSignals *s = &g_array_index (sig->vcpus, TwedVcpuSignals, v);
+
+      if ((s->have & (TWED_SIGNAL_WAIT | TWED_SIGNAL_TIME)) != (TWED_SIGNAL_WAIT | TWED_SIGNAL_TIME))
+        goto forget;
+    }
+  base = st->cost_prev && st->cost_prev->len == sig->vcpus->len && sig->id == st->cost_id &&
+         sig->at > st->cost_at && g_strcmp0 (st->cost_host, host->name) == 0;
+  for (guint v = 0; base && v < sig->vcpus->len; v++)
+    {
+      const TwedVcpuSignals *a = &g_array_index (st->cost_prev, TwedVcpuSignals, v);
+      const TwedVcpuSignals *b = &g_array_index (sig->vcpus, TwedVcpuSignals, v);
+      guint64 dw = b->wait_ns - a->wait_ns, dt = b->time_ns - a->time_ns;
+      VcpuDelta d = { (double) dw, (double) dt };
+
+      if (dw >= DELTA_LIMIT || dt >= DELTA_LIMIT)
+        base = FALSE;
+      g_array_append_val (st->d_vcpus, d);
+    }
+  if (!base)
+    g_array_set_size (st->d_vcpus, 0);
+  st->have_cost = base;
+  if (st->cost_prev)
+    g_array_unref (st->cost_prev);
+  st->cost_prev = g_array_copy (sig->vcpus);
+  set_str (&st->cost_host, g_strdup (host->name));
+  st->cost_id = sig->id;
+  st->cost_at = sig->at;
+  return;
+
+forget:
+  g_clear_pointer (&st->cost_prev, g_array_unref);
+}
+
 /* Deltas of one domain's counters since its previous read. */
 static void
 observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const char *was_on)
@@ -558,7 +616,7 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
   if (st->vcpu_pcpus)
     g_ptr_array_unref (st->vcpu_pcpus);
   st->vcpu_pcpus = domain_vcpu_pcpus (dom);
-  g_array_set_size (st->d_vcpus, 0);
+  observe_cost (st, host, sig);
 
   if (!sig || sig->vcpus->len == 0)
     {
@@ -610,11 +668,8 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
           if (de >= DELTA_LIMIT || dw >= DELTA_LIMIT || dt >= DELTA_LIMIT)
             reset = g_strdup_printf ("vcpu.%u.%s went back", v,
                                      de >= DELTA_LIMIT ? "wfe_exit_stat" : dw >= DELTA_LIMIT ? "delay" : "time");
-          VcpuDelta d = { (double) dw, (double) dt };
-
           exits += (double) de;
           time_ns += (double) dt;
-          g_array_append_val (st->d_vcpus, d);
         }
     }
 
@@ -727,7 +782,7 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
           gboolean met = FALSE;
           Party *party;
 
-          if (!o->have_delta)
+          if (!o->have_cost)
             continue;
           for (guint v = 0; v < o->d_vcpus->len; v++)
             {

@@ -163,15 +163,17 @@ more than half the exits at off, two once it has cut them by half.""", (2, 5), P
     tr.write()
 
 
-def neighbour_pays(tr):
+def neighbour_pays(tr, nb_missing=None):
     """The climb of backoff: a lock VM steps up to 3, where its neighbour
-    on the pCPU waits beyond the margin, and auto decides to step down."""
+    on the pCPU waits beyond the margin, and auto decides to step down.
+    nb_missing: what the neighbour's reads leave out (Vm.missing)."""
     lock = Vm("lock", "00000000-0000-0000-0000-00000000000b", 3, 2, "0", 1.0,
               table({-1: 575, 2: 450, 3: 300}, {-1: 0.70, 2: 0.69, 3: 0.62}))
     nb = Vm("neigh", "00000000-0000-0000-0000-00000000000c", 4, 1, "0", 1.0,
             lambda level: (0, {-1: 0.45, 2: 0.47}.get(level, 0.62)))
     # the neighbour's wait follows the lock VM's setting
     nb.level = lambda: lock.level()
+    nb.missing = nb_missing or {}
     first_read(tr, "host-b", [lock, nb])
     tr.expect(lock, "baseline", "off")
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "off")
@@ -185,6 +187,16 @@ def neighbour_pays(tr):
     tr.read("host-b", [lock, nb])
     tr.expect(lock, "step-down", "fixed:2", "wfe exits/s 575 at off → 300 at 3 (52 %), run-queue wait share +17.0 pts (neigh 45.0 % → 62.0 %), above the margin, step down to 2")
     return lock, nb
+
+
+def blindneigh():
+    tr = Trace("blindneigh", """The climb of backoff with a neighbour whose KVM stats are never read
+(a domain job held by a backup or a migration: the bulk stats skip
+query-stats under NOWAIT), while libvirt still reports its run-queue
+wait and time: its wait share is the cost, and auto steps down for it
+as for any neighbour.""", (2, 6), P)
+    neighbour_pays(tr, nb_missing={0: 0})
+    tr.write()
 
 
 def deferred():
@@ -1021,5 +1033,5 @@ back.""", (2, 14), P)
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
               apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau,
-              pinned):
+              pinned, blindneigh):
         f()
