@@ -37,7 +37,7 @@ parse_setting (const char *s)
     out = (TwedSetting) { TWED_MODE_FIXED, (guint) atoi (s + 6), 0, 0 };
   else if (g_str_has_prefix (s, "dynamic:"))
     out = (TwedSetting) { TWED_MODE_DYNAMIC, (guint) atoi (s + 8), 0, 15 };
-  else
+  else if (!g_str_equal (s, "default"))
     g_assert_cmpstr (s, ==, "off");
   twed_setting_normalize (&out);
   return out;
@@ -64,7 +64,8 @@ add_vm (TwedHost *host, char **f, guint nf, gint64 t)
   dom = add_dom (host, f[1], nvcpus, NULL);
   dom->uuid = g_strdup (f[2]);
   dom->twed = parse_setting (f[4]);
-  dom->has_twed = dom->twed.mode != TWED_MODE_OFF;
+  /* "default": no <twed>, the host's default applies. */
+  dom->has_twed = !g_str_equal (f[4], "default");
   for (guint v = 0; v < nvcpus; v++)
     twed_domain_pin_vcpu (dom, v, pcpus);
   if (g_str_equal (f[6], "none"))
@@ -327,6 +328,43 @@ steady_signals (TwedDomain *d, int r, guint twed_delay)
 
 /* An auto band with the controller: a pinned and an opted-out VM are
  * left alone, and max_changes_per_cycle defers steps like any change. */
+/* A domain without <twed> whose vCPUs run at the host's default delay
+ * (twed_delay 4): it counts as off, and auto sets off explicitly, first
+ * among the changes. */
+static void
+test_plan_host_default (void)
+{
+  static const char doc[] =
+    "{\"version\":1,\"name\":\"loop\",\"beyond\":{\"mode\":\"auto\",\"min\":1,\"max\":4},"
+    "\"auto\":{\"dwell_seconds\":10}}";
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+  g_autoptr(TwedAuto) ctl = twed_auto_new ();
+  TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, ctl };
+  g_autoptr(TwedPlan) plan = NULL;
+  TwedPlanEntry *e;
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
+  for (int r = 0; r < 2; r++)
+    {
+      g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+      TwedHost *h = plan_host_new (1);
+      TwedDomain *d = add_dom (h, "a", 2, NULL);
+
+      d->uuid = g_strdup ("00000000-0000-0000-0000-000000000031");
+      steady_signals (d, r, 4);
+      twed_host_compute (h);
+      g_ptr_array_add (hosts, h);
+      g_clear_pointer (&plan, twed_plan_free);
+      plan = twed_plan_build (hosts, set, &o);
+    }
+  e = g_ptr_array_index (plan->entries, 0);
+  g_test_message ("%s: %s", twed_action_to_string (e->action), e->reason);
+  g_assert_cmpuint (e->action, ==, TWED_ACTION_CHANGE);
+  g_assert_cmpuint (e->target.mode, ==, TWED_MODE_OFF);
+  g_assert_true (e->auto_protective);
+  g_assert_nonnull (strstr (e->reason, "the host's default delay applies"));
+}
+
 static void
 test_plan_limits (void)
 {
@@ -598,6 +636,7 @@ main (int argc, char **argv)
       g_test_add_data_func_full (tp, g_build_filename (dir, f, NULL), test_trace, g_free);
     }
   g_test_add_func ("/auto/plan/limits", test_plan_limits);
+  g_test_add_func ("/auto/plan/host-default", test_plan_host_default);
   g_test_add_func ("/auto/plan/single-run", test_plan_single_run);
   g_test_add_func ("/auto/plan/protective-first", test_plan_protective_first);
   g_test_add_func ("/auto/plan/failure-hold", test_plan_failure_hold);

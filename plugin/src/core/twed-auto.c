@@ -1045,7 +1045,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   g_autofree char *ln = level_name (level);
 
   out->exits_per_s = out->off_exits_per_s = out->wait_change = NAN;
-  out->waiting = out->protective = FALSE;
+  out->waiting = out->protective = out->set_off = FALSE;
   out->reason = NULL;
   g_mutex_lock (&ctl->lock);
   {
@@ -1157,6 +1157,22 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   if (st->reset)
     {
       verdict (out, TWED_AUTO_BASELINE, level, g_strdup_printf ("%s: measuring from here at %s", st->reset, ln));
+      goto done;
+    }
+  /* At off the vCPUs' WFEs trap at once: a delay there is the host's
+   * default (kvm-arm.twed=), in force for a domain without <twed>, or
+   * an explicit off not in force yet.  Not off, so not measured as
+   * off; the planner sets off explicitly (twed_plan's host default). */
+  if (level == LEVEL_OFF && st->twed_delay != 0)
+    {
+      window_reset (st);
+      out->set_off = !dom->has_twed;
+      out->protective = out->set_off;
+      verdict (out, TWED_AUTO_HOLD, LEVEL_OFF,
+               g_strdup_printf ("twed_delay reads %u at off: %s", st->twed_delay,
+                                dom->has_twed ? "waiting for off to take effect"
+                                              : "the host's default delay applies to a domain without <twed>, "
+                                                "setting off explicitly"));
       goto done;
     }
   if (level >= 0 && st->twed_delay != 0 && (int) st->twed_delay != level)

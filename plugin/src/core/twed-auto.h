@@ -60,6 +60,8 @@ typedef struct {
   gboolean waiting;       /* a hold that only waits for time to pass (a dwell, a decided step) */
   gboolean protective;    /* a step down or to off that undoes a cost (a wait share above the
                            * margin, a co-runner not measured) or a setting nothing measures */
+  gboolean set_off;       /* off, asked for although the domain counts as off: it has no <twed>
+                           * and the host's default delay (kvm-arm.twed=) is in force */
   char *reason;
 } TwedAutoVerdict;
 

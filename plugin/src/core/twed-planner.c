@@ -176,6 +176,7 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
       e->auto_wait_change = v.wait_change;
       e->auto_waiting = v.waiting;
       e->auto_protective = v.protective;
+      e->auto_set_off = v.set_off;
       e->reason = g_strdup_printf ("auto %u..%u: %s", bounds->min, bounds->max, v.reason);
       twed_auto_verdict_clear (&v);
       return;
@@ -284,7 +285,7 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
 
       plan_auto (host, dom, pol, twed_policy_band_setting (pol, band), ctl, e);
       why = g_steal_pointer (&e->reason);
-      if (twed_setting_equal (&e->target, &e->current))
+      if (twed_setting_equal (&e->target, &e->current) && !e->auto_set_off)
         {
           e->action = TWED_ACTION_KEEP;
           e->reason = g_strdup_printf ("ratio %.2f %s, %s", dom->ratio, in_band, why);

@@ -48,6 +48,7 @@ typedef struct {
   double auto_wait_change;
   gboolean auto_waiting;  /* the decision only waits (dwell, a step not in force yet) */
   gboolean auto_protective; /* TwedAutoVerdict.protective */
+  gboolean auto_set_off;    /* TwedAutoVerdict.set_off: off is a change from the host default */
 } TwedPlanEntry;
 
 typedef struct {

@@ -31,8 +31,11 @@ class Vm:
         self.setting = "off"
         self.missing = {}      # vcpu -> field index left out of a read
         self.no_signals = False
+        self.host_default = -1  # the delay at setting "default" (no <twed>), -1 = off
 
     def level(self):
+        if self.setting == "default":
+            return self.host_default
         return -1 if self.setting == "off" else int(self.setting.split(":")[1])
 
     def advance(self, dt, running=True):
@@ -196,6 +199,25 @@ query-stats under NOWAIT), while libvirt still reports its run-queue
 wait and time: its wait share is the cost, and auto steps down for it
 as for any neighbour.""", (2, 6), P)
     neighbour_pays(tr, nb_missing={0: 0})
+    tr.write()
+
+
+def hostdefault():
+    tr = Trace("hostdefault", """A domain without <twed> on a host whose default is a delay
+(kvm-arm.twed=fixed:4): it counts as off when planning, but its vCPUs
+run at 4 (twed_delay reads 4), so what it does there is not measured as
+off.  auto asks for off explicitly, first, and measures from there.""", (2, 5), P)
+    a = Vm("vm", "00000000-0000-0000-0000-000000000021", 3, 2, "0-1", 0.5,
+           table({-1: 1000, 2: 700, 4: 300}, {-1: 0.1}))
+    a.setting, a.host_default = "default", 4
+    first_read(tr, "host-a", [a]); tr.expect(a, "baseline", "off")
+    tr.read("host-a", [a])
+    tr.expect(a, "hold", "off", "twed_delay reads 4 at off: the host's default delay applies to a domain without <twed>, setting off explicitly")
+    tr.protective(a)
+    tr.read("host-a", [a]); tr.expect(a, "hold", "off", "twed_delay reads 4 at off")
+    a.setting = "off"
+    tr.read("host-a", [a]); tr.expect(a, "hold", "off", "dwell 10 s of 20 s at off")
+    tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2", "wfe exits/s 1000 at off")
     tr.write()
 
 
@@ -1033,5 +1055,5 @@ back.""", (2, 14), P)
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
               apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau,
-              pinned, blindneigh):
+              pinned, blindneigh, hostdefault):
         f()
