@@ -85,6 +85,7 @@ typedef struct {
   char *name;
   double wait_ns, run_ns;
   double share;             /* wait_ns / run_ns, once the window is judged */
+  gboolean busy;            /* runnable for NEWCOMER_FRACTION of the window judged */
 } Party;
 
 typedef struct {
@@ -133,6 +134,7 @@ typedef struct {
   GHashTable *off_shares;   /* uuid -> Party: every party seen at off, whatever it ran,
                              * its wait and runnable time pooled over the windows at
                              * off since the reference was taken */
+  double off_elapsed_ns;    /* the windows at off pooled there */
   GHashTable *newcomers;    /* uuid -> name: parties of the last judged window at a
                              * level that were never seen at off */
   gint64 remeasured_at;     /* when off was last measured again for a newcomer, 0 = never */
@@ -350,6 +352,7 @@ stats_reset (VmState *st)
   for (guint i = 0; i < G_N_ELEMENTS (st->stats); i++)
     st->stats[i] = (LevelStats) { 0 };
   g_hash_table_remove_all (st->off_shares);
+  st->off_elapsed_ns = 0;
   g_clear_pointer (&st->off_pcpus, g_array_unref);
   g_hash_table_remove_all (st->newcomers);
   st->return_to = LEVEL_NONE;
@@ -848,6 +851,14 @@ verdict (TwedAutoVerdict *out, TwedAutoDecision d, int level, char *reason)
   out->reason = reason;
 }
 
+/* Whether a party of this window was runnable for a real share of it:
+ * a co-runner, not a few timer ticks. */
+static gboolean
+busy (const VmState *st, const Party *p)
+{
+  return p->run_ns >= NEWCOMER_FRACTION * st->w_elapsed_ns;
+}
+
 /* The wait shares of a window's parties that ran enough to tell: a VM
  * that was hardly runnable (idle, paused) has a share of noise. */
 static GHashTable *
@@ -866,16 +877,34 @@ window_shares (VmState *st)
 
         share->name = g_strdup (p->name);
         share->share = p->wait_ns / p->run_ns;
+        share->busy = busy (st, p);
         g_hash_table_insert (out, g_strdup (uuid), share);
       }
   return out;
+}
+
+/* A party's figures pooled at off to judge its share in this window
+ * against.  One idle at off (runnable for less than IDLE_FRACTION of the
+ * windows there) and busy now has no such figures: its share at off was
+ * that of a few wakeups, and overcommit alone now gives it a large one,
+ * so it is a co-runner not seen at off, for which off is measured again,
+ * not a cost of the delay to step down for.  One still quiet now is
+ * judged against them: its wakeups waiting behind a spinner are. */
+static const Party *
+off_share (VmState *st, const char *uuid, gboolean busy_now)
+{
+  Party *o = g_hash_table_lookup (st->off_shares, uuid);
+
+  if (o && busy_now && o->run_ns < IDLE_FRACTION * st->off_elapsed_ns)
+    return NULL;
+  return o;
 }
 
 /* The largest rise of a party's wait share over its share at off, in
  * points (a fraction of runnable time); NAN when no party was measured
  * both there and here.  *@who is that party. */
 static double
-wait_rise (GHashTable *now, GHashTable *off, const Party **who_now, const Party **who_off)
+wait_rise (GHashTable *now, VmState *st, const Party **who_now, const Party **who_off)
 {
   double rise = NAN;
   GHashTableIter it;
@@ -886,7 +915,7 @@ wait_rise (GHashTable *now, GHashTable *off, const Party **who_now, const Party 
   g_hash_table_iter_init (&it, now);
   while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
     {
-      Party *o = g_hash_table_lookup (off, uuid);
+      const Party *o = off_share (st, uuid, p->busy);
 
       if (o && (isnan (rise) || p->share - o->share > rise))
         {
@@ -923,6 +952,7 @@ off_pool (VmState *st)
       o->run_ns += p->run_ns;
       o->share = o->run_ns > 0 ? o->wait_ns / o->run_ns : 0;
     }
+  st->off_elapsed_ns += st->w_elapsed_ns;
   g_hash_table_remove_all (st->newcomers);
 }
 
@@ -942,7 +972,7 @@ newcomer (VmState *st, gboolean *twice)
   *twice = FALSE;
   g_hash_table_iter_init (&it, st->w_parties);
   while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
-    if (!g_hash_table_contains (st->off_shares, uuid) && p->run_ns >= NEWCOMER_FRACTION * st->w_elapsed_ns)
+    if (busy (st, p) && !off_share (st, uuid, TRUE))
       {
         gboolean again = g_hash_table_contains (st->newcomers, uuid);
 
@@ -1310,7 +1340,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     g_autofree char *stale = NULL;
     gboolean stale_protective;
 
-    wait_change = wait_rise (shares, st->off_shares, &who_now, &who_off);
+    wait_change = wait_rise (shares, st, &who_now, &who_off);
     out->wait_change = wait_change;
     f = figures (e_off, e, level, wait_change, who_now, who_off);
 

@@ -561,6 +561,34 @@ A reference older than baseline_seconds is measured again likewise.""", (2, 6), 
     tr.write()
 
 
+def wakeneigh():
+    tr = Trace("wakeneigh", """newneigh with a neighbour that was there at off but idle (a few
+wakeups, runnable 0.5 % of the time), and becomes busy once the lock VM
+has settled at 2: overcommit alone now makes it wait 60 % of its
+runnable time, at any delay.  Its share at off was that of its
+wakeups, so it is judged as a co-runner not seen at off (off measured
+again, then back to the level left), not as a cost of the delay: no
+step down for the margin, no cooldown.""", (2, 6), P)
+    v = Vm("lock", "00000000-0000-0000-0000-0000000000d1", 3, 2, "0", 1.0, table({-1: 1000, 2: 50}, {-1: 0.30}))
+    woke = [False]
+    n = Follower("neigh", "00000000-0000-0000-0000-0000000000d2", 4, "0", v,
+                 lambda lv: 1.0 if woke[0] else 0.005, lambda lv: 0.60 if woke[0] else 0.10)
+    first_read(tr, "host-b", [v, n]); tr.expect(v, "baseline", "off")
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n]); tr.expect(v, "step-up", "fixed:2")
+    v.setting = "fixed:2"
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n]); tr.expect(v, "hold", "fixed:2", "no more than 10 %")
+    woke[0] = True
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
+    tr.expect(v, "hold", "fixed:2", "run-queue wait share +0.0 pts (lock 30.0 % → 30.0 %), hold: no more than 10 %")
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
+    tr.expect(v, "step-down", "off", "new co-runner neigh (runnable 100 % of the window) since off was measured: "
+              "step down to off, measuring off again")
+    v.setting = "off"
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
+    tr.expect(v, "step-up", "fixed:2", "wfe exits/s 1000 at off, run-queue wait share 30.0 %, step up to 2")
+    tr.write()
+
+
 def clamp():
     tr = Trace("clamp", """A two-level step one level below the bound: the setting at 4 left
 40 % of off's exits (a step of two), the bound is 5: the step is
@@ -1055,5 +1083,5 @@ back.""", (2, 14), P)
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
               apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau,
-              pinned, blindneigh, hostdefault):
+              pinned, blindneigh, hostdefault, wakeneigh):
         f()
