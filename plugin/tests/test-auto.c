@@ -71,9 +71,6 @@ add_vm (TwedHost *host, char **f, guint nf, gint64 t)
   if (g_str_equal (f[6], "none"))
     return;
   dom->signals = twed_domain_signals_new (t * G_USEC_PER_SEC, atoi (f[3]));
-  /* "empty": the VCPU group without a vCPU in it. */
-  if (g_str_equal (f[6], "empty"))
-    return;
   for (guint v = 0; v < nvcpus; v++)
     {
       g_auto(GStrv) c = g_strsplit (f[6 + v], ",", -1);
@@ -250,6 +247,20 @@ test_trace (gconstpointer data)
             }
           twed_auto_set_dry_run (ctl, atoi (f[1]) != 0);
         }
+      else if (g_str_equal (f[0], "setoff"))
+        {
+          /* "setoff VM": its last decision asks for off explicitly
+           * (no <twed>, the host's default delay in force). */
+          Decided *d;
+
+          g_assert_cmpuint (nf, ==, 2);
+          d = g_hash_table_lookup (decided, f[1]);
+          g_assert_nonnull (d);
+          g_assert_true (d->decided);
+          if (!d->verdict.set_off)
+            g_error ("%s line %u (t=%" G_GINT64_FORMAT "): want off set explicitly, got %s: %s", path, i + 1, t,
+                     twed_auto_decision_to_string (d->verdict.decision), d->verdict.reason);
+        }
       else if (g_str_equal (f[0], "protective"))
         {
           /* "protective VM": its last decision undoes a cost, so the
@@ -326,8 +337,46 @@ steady_signals (TwedDomain *d, int r, guint twed_delay)
     }
 }
 
-/* An auto band with the controller: a pinned and an opted-out VM are
- * left alone, and max_changes_per_cycle defers steps like any change. */
+/* A step decided, not made, and the VM's ratio then in a neighbouring
+ * band for a while: back in the auto band, the step is not counted as
+ * refused (it was never asked for meanwhile), and the window at its
+ * setting starts again. */
+static void
+test_plan_band_left (void)
+{
+  static const char doc[] =
+    "{\"version\":1,\"name\":\"loop\",\"hysteresis\":0,\"bands\":[{\"up_to\":1,\"mode\":\"off\"}],"
+    "\"beyond\":{\"mode\":\"auto\",\"min\":1,\"max\":4},\"auto\":{\"dwell_seconds\":10}}";
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+  g_autoptr(TwedAuto) ctl = twed_auto_new ();
+  TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, ctl };
+  g_autoptr(TwedPlan) plan = NULL;
+  TwedPlanEntry *e = NULL;
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
+  for (int r = 0; r < 10; r++)
+    {
+      g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+      /* 2 vCPUs on 1 pCPU (auto), on 2 pCPUs from read 3 to 8 (off band) */
+      TwedHost *h = plan_host_new (r >= 3 && r <= 8 ? 2 : 1);
+      TwedDomain *d = add_dom (h, "a", 2, NULL);
+
+      d->uuid = g_strdup ("00000000-0000-0000-0000-000000000041");
+      steady_signals (d, r, 0);
+      twed_host_compute (h);
+      g_ptr_array_add (hosts, h);
+      g_clear_pointer (&plan, twed_plan_free);
+      plan = twed_plan_build (hosts, set, &o);
+      e = g_ptr_array_index (plan->entries, 0);
+      g_test_message ("read %d: %s: %s", r, twed_action_to_string (e->action), e->reason);
+      if (r == 2)
+        g_assert_cmpuint (e->auto_decision, ==, TWED_AUTO_STEP_UP);
+    }
+  g_assert_true (e->is_auto);
+  g_assert_null (strstr (e->reason, "not taken"));
+  g_assert_nonnull (strstr (e->reason, "dwell"));
+}
+
 /* A domain without <twed> whose vCPUs run at the host's default delay
  * (twed_delay 4): it counts as off, and auto sets off explicitly, first
  * among the changes. */
@@ -365,6 +414,8 @@ test_plan_host_default (void)
   g_assert_nonnull (strstr (e->reason, "the host's default delay applies"));
 }
 
+/* An auto band with the controller: a pinned and an opted-out VM are
+ * left alone, and max_changes_per_cycle defers steps like any change. */
 static void
 test_plan_limits (void)
 {
@@ -637,6 +688,7 @@ main (int argc, char **argv)
     }
   g_test_add_func ("/auto/plan/limits", test_plan_limits);
   g_test_add_func ("/auto/plan/host-default", test_plan_host_default);
+  g_test_add_func ("/auto/plan/band-left", test_plan_band_left);
   g_test_add_func ("/auto/plan/single-run", test_plan_single_run);
   g_test_add_func ("/auto/plan/protective-first", test_plan_protective_first);
   g_test_add_func ("/auto/plan/failure-hold", test_plan_failure_hold);

@@ -84,6 +84,8 @@ pooled_rate (const LevelStats *s)
 typedef struct {
   char *name;
   double wait_ns, run_ns;
+  double elapsed_ns;        /* the time its deltas covered (a co-runner's reads may span
+                             * more or less than the window's) */
   double share;             /* wait_ns / run_ns, once the window is judged */
   gboolean busy;            /* runnable for NEWCOMER_FRACTION of the window judged */
 } Party;
@@ -117,6 +119,7 @@ typedef struct {
    * neighbour whose KVM stats are not read (a job held by a backup or a
    * migration, NOWAIT) still counts. */
   gboolean have_cost;
+  double d_cost_elapsed_ns; /* the time d_vcpus covers */
   GArray *d_vcpus;          /* VcpuDelta by vCPU */
   GArray *cost_prev;        /* TwedVcpuSignals of the last read with them, NULL = none */
   char *cost_host;
@@ -134,7 +137,6 @@ typedef struct {
   GHashTable *off_shares;   /* uuid -> Party: every party seen at off, whatever it ran,
                              * its wait and runnable time pooled over the windows at
                              * off since the reference was taken */
-  double off_elapsed_ns;    /* the windows at off pooled there */
   GHashTable *newcomers;    /* uuid -> name: parties of the last judged window at a
                              * level that were never seen at off */
   gint64 remeasured_at;     /* when off was last measured again for a newcomer, 0 = never */
@@ -157,9 +159,10 @@ typedef struct {
 } VmState;
 
 /* State is kept per (host, uuid): a pass reads and forgets only within
- * its host, and the two sides of a live migration keep their own.  The
- * lock covers the two maps only; each host's table is used by the one
- * pass over that host at a time. */
+ * its host, and the two sides of a live migration keep their own.  Every
+ * entry point holds the lock throughout: passes over different hosts
+ * run on workers, and a reload (twed_auto_set_dry_run) reaches every
+ * host's table from the main thread. */
 struct _TwedAuto {
   gint refs;
   GMutex lock;              /* passes over different hosts run on workers */
@@ -352,7 +355,6 @@ stats_reset (VmState *st)
   for (guint i = 0; i < G_N_ELEMENTS (st->stats); i++)
     st->stats[i] = (LevelStats) { 0 };
   g_hash_table_remove_all (st->off_shares);
-  st->off_elapsed_ns = 0;
   g_clear_pointer (&st->off_pcpus, g_array_unref);
   g_hash_table_remove_all (st->newcomers);
   st->return_to = LEVEL_NONE;
@@ -563,14 +565,16 @@ observe_cost (VmState *st, const TwedHost *host, const TwedDomainSignals *sig)
 
   st->have_cost = FALSE;
   g_array_set_size (st->d_vcpus, 0);
+  /* A read without them keeps the base: the next delta spans it (the
+   * checks below tell a base of another process or host). */
   if (!sig || sig->vcpus->len == 0)
-    goto forget;
+    return;
   for (guint v = 0; v < sig->vcpus->len; v++)
     {
       const TwedVcpuSignals *s = &g_array_index (sig->vcpus, TwedVcpuSignals, v);
 
       if ((s->have & (TWED_SIGNAL_WAIT | TWED_SIGNAL_TIME)) != (TWED_SIGNAL_WAIT | TWED_SIGNAL_TIME))
-        goto forget;
+        return;
     }
   base = st->cost_prev && st->cost_prev->len == sig->vcpus->len && sig->id == st->cost_id &&
          sig->at > st->cost_at && g_strcmp0 (st->cost_host, host->name) == 0;
@@ -587,6 +591,8 @@ observe_cost (VmState *st, const TwedHost *host, const TwedDomainSignals *sig)
     }
   if (!base)
     g_array_set_size (st->d_vcpus, 0);
+  else
+    st->d_cost_elapsed_ns = (double) (sig->at - st->cost_at) * 1000.0;
   st->have_cost = base;
   if (st->cost_prev)
     g_array_unref (st->cost_prev);
@@ -594,10 +600,6 @@ observe_cost (VmState *st, const TwedHost *host, const TwedDomainSignals *sig)
   set_str (&st->cost_host, g_strdup (host->name));
   st->cost_id = sig->id;
   st->cost_at = sig->at;
-  return;
-
-forget:
-  g_clear_pointer (&st->cost_prev, g_array_unref);
 }
 
 /* Deltas of one domain's counters since its previous read. */
@@ -809,6 +811,7 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
             }
           party->wait_ns += wait;
           party->run_ns += run;
+          party->elapsed_ns += o->d_cost_elapsed_ns;
         }
       st->w_exits += st->d_exits;
       st->w_time_ns += st->d_time_ns;
@@ -854,9 +857,9 @@ verdict (TwedAutoVerdict *out, TwedAutoDecision d, int level, char *reason)
 /* Whether a party of this window was runnable for a real share of it:
  * a co-runner, not a few timer ticks. */
 static gboolean
-busy (const VmState *st, const Party *p)
+busy (const Party *p)
 {
-  return p->run_ns >= NEWCOMER_FRACTION * st->w_elapsed_ns;
+  return p->run_ns >= NEWCOMER_FRACTION * p->elapsed_ns;
 }
 
 /* The wait shares of a window's parties that ran enough to tell: a VM
@@ -871,13 +874,13 @@ window_shares (VmState *st)
 
   g_hash_table_iter_init (&it, st->w_parties);
   while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
-    if (p->run_ns >= IDLE_FRACTION * st->w_elapsed_ns)
+    if (p->run_ns >= IDLE_FRACTION * p->elapsed_ns)
       {
         Party *share = g_new0 (Party, 1);
 
         share->name = g_strdup (p->name);
         share->share = p->wait_ns / p->run_ns;
-        share->busy = busy (st, p);
+        share->busy = busy (p);
         g_hash_table_insert (out, g_strdup (uuid), share);
       }
   return out;
@@ -895,7 +898,7 @@ off_share (VmState *st, const char *uuid, gboolean busy_now)
 {
   Party *o = g_hash_table_lookup (st->off_shares, uuid);
 
-  if (o && busy_now && o->run_ns < IDLE_FRACTION * st->off_elapsed_ns)
+  if (o && busy_now && o->run_ns < IDLE_FRACTION * o->elapsed_ns)
     return NULL;
   return o;
 }
@@ -950,9 +953,9 @@ off_pool (VmState *st)
         }
       o->wait_ns += p->wait_ns;
       o->run_ns += p->run_ns;
+      o->elapsed_ns += p->elapsed_ns;
       o->share = o->run_ns > 0 ? o->wait_ns / o->run_ns : 0;
     }
-  st->off_elapsed_ns += st->w_elapsed_ns;
   g_hash_table_remove_all (st->newcomers);
 }
 
@@ -972,7 +975,7 @@ newcomer (VmState *st, gboolean *twice)
   *twice = FALSE;
   g_hash_table_iter_init (&it, st->w_parties);
   while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
-    if (busy (st, p) && !off_share (st, uuid, TRUE))
+    if (busy (p) && !off_share (st, uuid, TRUE))
       {
         gboolean again = g_hash_table_contains (st->newcomers, uuid);
 
@@ -980,8 +983,8 @@ newcomer (VmState *st, gboolean *twice)
         if (!found || (again && !*twice))
           {
             g_free (found);
-            found = g_strdup_printf ("%s (runnable %.0f %% of the window)", p->name,
-                                     p->run_ns / st->w_elapsed_ns * 100);
+            found = g_strdup_printf ("%s (runnable %.0f %% of the time read)", p->name,
+                                     p->run_ns / p->elapsed_ns * 100);
             *twice = again;
           }
       }
@@ -1101,6 +1104,9 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       out->waiting = TRUE;
       goto done;
     }
+  /* A fallback to off for a domain without <twed> whose vCPUs ran at
+   * the host's default delay when last read sets off explicitly. */
+  out->set_off = st && !dom->has_twed && st->twed_delay != 0;
   if (!st || !dom->signals || st->missing || g_strcmp0 (st->host, host->name) != 0)
     {
       verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
@@ -1120,6 +1126,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       out->protective = TRUE;
       goto done;
     }
+  out->set_off = FALSE;
   if (!in_bounds)
     {
       g_autofree char *cur = twed_setting_to_string (&dom->twed);
@@ -1378,8 +1385,16 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
      * that come and go would otherwise keep every VM near them at off). */
     if (fresh && fresh_twice && (!st->remeasured_at || now - st->remeasured_at >= (gint64) p->cooldown_seconds * G_USEC_PER_SEC))
       {
+        GHashTableIter it;
+        const char *uuid;
+
         st->remeasured_at = now;
         st->return_to = level;
+        /* The next window at off alone is their reference: pooled with
+         * hours idle at off, their time there would still read idle. */
+        g_hash_table_iter_init (&it, st->newcomers);
+        while (g_hash_table_iter_next (&it, (gpointer *) &uuid, NULL))
+          g_hash_table_remove (st->off_shares, uuid);
         g_hash_table_remove_all (st->newcomers);
         verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
                  g_strdup_printf ("wfe exits/s %.0f at %s, new co-runner %s since off was measured: step down to off, "

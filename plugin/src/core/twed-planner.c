@@ -201,7 +201,8 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
 static gboolean
 lowers_delay (const TwedPlanEntry *e)
 {
-  return e->is_auto && twed_setting_lowers (&e->current, &e->target);
+  /* The host's default delay set to off explicitly lowers it too. */
+  return e->is_auto && (twed_setting_lowers (&e->current, &e->target) || e->auto_set_off);
 }
 
 static TwedPlanEntry *
@@ -236,9 +237,9 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
   kept = !band_holds (pol, band, &e->current) && within_hysteresis (pol, dom->ratio, &e->current, &keep_band);
   if (kept)
     {
+      kb = band_label (pol, keep_band);
       band = keep_band;
-      in_band = g_strdup_printf ("within hysteresis %.2f of band %s", pol->hysteresis,
-                                 kb = band_label (pol, keep_band));
+      in_band = g_strdup_printf ("within hysteresis %.2f of band %s", pol->hysteresis, kb);
     }
   else
     in_band = g_strdup_printf ("in band %s", e->band);
@@ -327,9 +328,10 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
           e->reason = g_strdup_printf ("ratio %.2f in band %s", dom->ratio, e->band);
         }
     }
-  /* Not planned by the controller this pass: it must not await a step
-   * or judge a window that spans the time it was left alone. */
-  if (ctl && e->action == TWED_ACTION_SKIP)
+  /* Not planned by the controller this pass (skipped, or kept by a
+   * neighbouring band): it must not await a step or judge a window that
+   * spans the time it was left alone. */
+  if (ctl && !e->is_auto)
     twed_auto_skip (ctl, host, dom);
   return e;
 }

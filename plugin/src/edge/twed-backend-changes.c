@@ -76,9 +76,11 @@ apply_func (gpointer item, gpointer data)
           e->result = TWED_RESULT_DRY_RUN;
           continue;
         }
-      from = twed_setting_to_string (&e->current);
+      /* auto's explicit off for a domain without <twed>: it leaves the
+       * host's default delay, a lowering. */
+      from = e->auto_set_off ? g_strdup ("default") : twed_setting_to_string (&e->current);
       to = twed_setting_to_string (&e->target);
-      raise = !twed_setting_lowers (&e->current, &e->target);
+      raise = !twed_setting_lowers (&e->current, &e->target) && !e->auto_set_off;
       if (apply_entry (h, e, &error))
         {
           e->result = TWED_RESULT_APPLIED;

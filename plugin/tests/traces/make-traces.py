@@ -50,8 +50,6 @@ class Vm:
     def line(self):
         if self.no_signals:
             return f"vm {self.name} {self.uuid} {self.id} {self.setting} {self.pcpus} none"
-        if "all" in self.missing:
-            return f"vm {self.name} {self.uuid} {self.id} {self.setting} {self.pcpus} empty"
         tw = max(self.level(), 0)
         parts = []
         for i, c in enumerate(self.c):
@@ -206,7 +204,8 @@ def hostdefault():
     tr = Trace("hostdefault", """A domain without <twed> on a host whose default is a delay
 (kvm-arm.twed=fixed:4): it counts as off when planning, but its vCPUs
 run at 4 (twed_delay reads 4), so what it does there is not measured as
-off.  auto asks for off explicitly, first, and measures from there.""", (2, 5), P)
+off.  auto asks for off explicitly, first, and measures from there; a
+fallback to off asks for it explicitly too.""", (2, 5), P)
     a = Vm("vm", "00000000-0000-0000-0000-000000000021", 3, 2, "0-1", 0.5,
            table({-1: 1000, 2: 700, 4: 300}, {-1: 0.1}))
     a.setting, a.host_default = "default", 4
@@ -214,10 +213,18 @@ off.  auto asks for off explicitly, first, and measures from there.""", (2, 5), 
     tr.read("host-a", [a])
     tr.expect(a, "hold", "off", "twed_delay reads 4 at off: the host's default delay applies to a domain without <twed>, setting off explicitly")
     tr.protective(a)
+    tr.out.append("setoff vm")
     tr.read("host-a", [a]); tr.expect(a, "hold", "off", "twed_delay reads 4 at off")
     a.setting = "off"
     tr.read("host-a", [a]); tr.expect(a, "hold", "off", "dwell 10 s of 20 s at off")
     tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2", "wfe exits/s 1000 at off")
+    # <twed> removed by hand again, and the VM paused: the fallback to off
+    # sets off explicitly too.
+    a.setting = "default"
+    for _ in range(6):
+        tr.read("host-a", [a], running=False)
+    tr.expect(a, "fallback", "off", "signals stale")
+    tr.out.append("setoff vm")
     tr.write()
 
 
@@ -342,7 +349,7 @@ def signals():
 wfe_exit_stat, as in a read taken while a change of the domain is in
 flight): held, the next complete read's delta spanning the gap, and off
 once missing for stale_seconds (a setting changed in the gap is measured
-from the first complete read after it); an empty vCPU group likewise.
+from the first complete read after it).
 Missing with no complete read before
 (no VCPU group at all, then a field missing right after): off at once.
 Signals that stop advancing (the VM paused): off.""", (2, 5), P)
@@ -366,11 +373,6 @@ Signals that stop advancing (the VM paused): off.""", (2, 5), P)
     tr.read("host-a", [a]); tr.expect(a, "fallback", "off", "for 70 s: off")
     a.missing = {}
     tr.read("host-a", [a]); tr.expect(a, "hold", "off", "dwell 0 s of 20 s at off")
-    # An empty vCPU group after a complete read is a gap too.
-    a.missing = {"all": 0}
-    tr.read("host-a", [a]); tr.expect(a, "hold", "off", "no vCPU stats in the bulk stats in this read, for 0 s")
-    a.missing = {}
-    tr.read("host-a", [a]); tr.expect(a, "hold", "off", "dwell 20 s of 20 s at off")
     a.no_signals = True
     tr.read("host-a", [a]); tr.expect(a, "fallback", "off", "no vCPU stats")
     a.no_signals = False
@@ -543,7 +545,7 @@ A reference older than baseline_seconds is measured again likewise.""", (2, 6), 
     # one window is not enough: a blip of a co-runner is not measured for
     tr.expect(v, "hold", "fixed:2", "no more than 10 %")
     tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
-    tr.expect(v, "step-down", "off", "wfe exits/s 50 at 2, new co-runner neigh (runnable 100 % of the window) since "
+    tr.expect(v, "step-down", "off", "wfe exits/s 50 at 2, new co-runner neigh (runnable 100 % of the time read) since "
               "off was measured: step down to off, measuring off again")
     v.setting = "off"
     tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
@@ -581,11 +583,44 @@ step down for the margin, no cooldown.""", (2, 6), P)
     tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
     tr.expect(v, "hold", "fixed:2", "run-queue wait share +0.0 pts (lock 30.0 % → 30.0 %), hold: no more than 10 %")
     tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
-    tr.expect(v, "step-down", "off", "new co-runner neigh (runnable 100 % of the window) since off was measured: "
+    tr.expect(v, "step-down", "off", "new co-runner neigh (runnable 100 % of the time read) since off was measured: "
               "step down to off, measuring off again")
     v.setting = "off"
     tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
     tr.expect(v, "step-up", "fixed:2", "wfe exits/s 1000 at off, run-queue wait share 30.0 %, step up to 2")
+    tr.write()
+
+
+def wakeneigh2():
+    tr = Trace("wakeneigh2", """wakeneigh after a long stay at off (nothing to save there for 12
+windows) beside the idle neighbour: once off is measured again with it
+busy, that window alone is its reference at off, not the hours it idled
+there, so back at the level it is judged against it (no new co-runner
+again).""", (2, 6), P)
+    busy_lock = [False]
+    v = Vm("lock", "00000000-0000-0000-0000-0000000000f1", 3, 2, "0", 1.0,
+           lambda lv: ((1000 if lv < 0 else 50) if busy_lock[0] else 0.5, 0.30))
+    woke = [False]
+    n = Follower("neigh", "00000000-0000-0000-0000-0000000000f2", 4, "0", v,
+                 lambda lv: 1.0 if woke[0] else 0.005, lambda lv: 0.60 if woke[0] else 0.10)
+    first_read(tr, "host-b", [v, n]); tr.expect(v, "baseline", "off")
+    for _ in range(24):
+        tr.read("host-b", [v, n])
+    tr.expect(v, "hold", "off", "nothing to save")
+    busy_lock[0] = True
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n]); tr.expect(v, "step-up", "fixed:2")
+    v.setting = "fixed:2"
+    woke[0] = True
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
+    tr.expect(v, "step-down", "off", "new co-runner neigh")
+    v.setting = "off"
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n]); tr.expect(v, "step-up", "fixed:2")
+    v.setting = "fixed:2"
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
+    tr.expect(v, "hold", "fixed:2", "run-queue wait share +0.0 pts (neigh 60.0 % → 60.0 %)")
+    tr.read("host-b", [v, n]); tr.read("host-b", [v, n])
+    tr.expect(v, "step-up", "fixed:3", "run-queue wait share +0.0 pts (neigh 60.0 % → 60.0 %)")
     tr.write()
 
 
@@ -906,10 +941,10 @@ against a reference without it.""", (2, 6), P)
     # (no step up against a reference without it), its second (t=100)
     # measures off again
     tr.read("host-b", [v, s1]); tr.read("host-b", [v, s1])
-    tr.expect(v, "hold", "fixed:4", "hold: new co-runner short1 (runnable 50 % of the window) since off was "
+    tr.expect(v, "hold", "fixed:4", "hold: new co-runner short1 (runnable 100 % of the time read) since off was "
               "measured, one window")
     tr.read("host-b", [v, s1]); tr.read("host-b", [v, s1])
-    tr.expect(v, "step-down", "off", "wfe exits/s 200 at 4, new co-runner short1 (runnable 100 % of the window) since "
+    tr.expect(v, "step-down", "off", "wfe exits/s 200 at 4, new co-runner short1 (runnable 100 % of the time read) since "
               "off was measured: step down to off, measuring off again")
     v.setting = "off"
     tr.read("host-b", [v]); tr.read("host-b", [v])
@@ -920,7 +955,7 @@ against a reference without it.""", (2, 6), P)
     # every judged window until the cooldown ends is a hold
     tr.read("host-b", [v, s2]); tr.read("host-b", [v, s2]); tr.expect(v, "hold", "fixed:4", "short2")
     tr.read("host-b", [v, s2]); tr.read("host-b", [v, s2])
-    tr.expect(v, "hold", "fixed:4", "hold: new co-runner short2 (runnable 100 % of the window) since off was "
+    tr.expect(v, "hold", "fixed:4", "hold: new co-runner short2 (runnable 100 % of the time read) since off was "
               "measured, off measured again 60 s ago (once per cooldown)")
     # short3 from t=170: its second window ends at t=200, a cooldown
     # after the measurement at t=100: off is measured again for it
@@ -1083,5 +1118,5 @@ back.""", (2, 14), P)
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
               apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau,
-              pinned, blindneigh, hostdefault, wakeneigh):
+              pinned, blindneigh, hostdefault, wakeneigh, wakeneigh2):
         f()
