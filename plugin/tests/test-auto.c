@@ -337,6 +337,23 @@ steady_signals (TwedDomain *d, int r, guint twed_delay)
     }
 }
 
+/* Read @r of one VM "a" of 2 vCPUs (steady_signals()) on a host of
+ * @ncpus pCPUs, planned with @ctl under @set. */
+static TwedPlan *
+plan_one_vm (TwedPolicySet *set, TwedAuto *ctl, guint ncpus, int r, guint twed_delay)
+{
+  g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+  TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, ctl };
+  TwedHost *h = plan_host_new (ncpus);
+  TwedDomain *d = add_dom (h, "a", 2, NULL);
+
+  d->uuid = g_strdup ("00000000-0000-0000-0000-000000000041");
+  steady_signals (d, r, twed_delay);
+  twed_host_compute (h);
+  g_ptr_array_add (hosts, h);
+  return twed_plan_build (hosts, set, &o);
+}
+
 /* A step decided, not made, and the VM's ratio then in a neighbouring
  * band for a while: back in the auto band, the step is not counted as
  * refused (it was never asked for meanwhile), and the window at its
@@ -349,24 +366,15 @@ test_plan_band_left (void)
     "\"beyond\":{\"mode\":\"auto\",\"min\":1,\"max\":4},\"auto\":{\"dwell_seconds\":10}}";
   g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
   g_autoptr(TwedAuto) ctl = twed_auto_new ();
-  TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, ctl };
   g_autoptr(TwedPlan) plan = NULL;
   TwedPlanEntry *e = NULL;
 
   g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
   for (int r = 0; r < 10; r++)
     {
-      g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
-      /* 2 vCPUs on 1 pCPU (auto), on 2 pCPUs from read 3 to 8 (off band) */
-      TwedHost *h = plan_host_new (r >= 3 && r <= 8 ? 2 : 1);
-      TwedDomain *d = add_dom (h, "a", 2, NULL);
-
-      d->uuid = g_strdup ("00000000-0000-0000-0000-000000000041");
-      steady_signals (d, r, 0);
-      twed_host_compute (h);
-      g_ptr_array_add (hosts, h);
       g_clear_pointer (&plan, twed_plan_free);
-      plan = twed_plan_build (hosts, set, &o);
+      /* 2 vCPUs on 1 pCPU (auto), on 2 pCPUs from read 3 to 8 (off band) */
+      plan = plan_one_vm (set, ctl, r >= 3 && r <= 8 ? 2 : 1, r, 0);
       e = g_ptr_array_index (plan->entries, 0);
       g_test_message ("read %d: %s: %s", r, twed_action_to_string (e->action), e->reason);
       if (r == 2)
@@ -388,23 +396,14 @@ test_plan_host_default (void)
     "\"auto\":{\"dwell_seconds\":10}}";
   g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
   g_autoptr(TwedAuto) ctl = twed_auto_new ();
-  TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, ctl };
   g_autoptr(TwedPlan) plan = NULL;
   TwedPlanEntry *e;
 
   g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
   for (int r = 0; r < 2; r++)
     {
-      g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
-      TwedHost *h = plan_host_new (1);
-      TwedDomain *d = add_dom (h, "a", 2, NULL);
-
-      d->uuid = g_strdup ("00000000-0000-0000-0000-000000000031");
-      steady_signals (d, r, 4);
-      twed_host_compute (h);
-      g_ptr_array_add (hosts, h);
       g_clear_pointer (&plan, twed_plan_free);
-      plan = twed_plan_build (hosts, set, &o);
+      plan = plan_one_vm (set, ctl, 1, r, 4);
     }
   e = g_ptr_array_index (plan->entries, 0);
   g_test_message ("%s: %s", twed_action_to_string (e->action), e->reason);

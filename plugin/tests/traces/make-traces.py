@@ -450,14 +450,7 @@ ceiling it asks 4 times, not every other dwell.""", (2, 6), P)
     a = Vm("vm", "00000000-0000-0000-0000-000000000012", 2, 2, "0-1", 0.5,
            table({-1: 1000, 2: 800, 3: 550, 4: 300}, {-1: 0.1}))
     a.setting = "off"
-    first_read(tr, "host-a", [a])
-    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
-    a.setting = "fixed:2"
-    tr.again("host-a", [a], a, a.setting)
-    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:3")
-    a.setting = "fixed:3"
-    tr.again("host-a", [a], a, a.setting)
-    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
+    climb_to_4(tr, a)
     tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:4", "step to 4 decided, not in force yet")
     tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "hold: 4 not taken when asked (host ceiling or rate limits), "
                                       "asked again in 40 s")
@@ -647,13 +640,8 @@ asks only for levels within it), and auto holds there.""", (2, 5), P)
     tr.write()
 
 
-def narrowed():
-    tr = Trace("narrowed", """Bounds narrowed while a step is pending: a step to 4 decided under
-2..6 and not in force yet is dropped when a policy reload makes the
-bounds 2..3; the VM stays at 3, the new top.  Then set by hand to 5, with
-a read lacking a KVM stat: off, not a hold at 5.""", (2, 6), P)
-    a = Vm("vm", "00000000-0000-0000-0000-000000000013", 2, 2, "0-1", 0.5,
-           table({-1: 1000, 2: 800, 3: 550, 4: 300}, {-1: 0.1}))
+def climb_to_4(tr, a):
+    """From the first read at off: 2, 3, then a step to 4 decided."""
     first_read(tr, "host-a", [a])
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
     a.setting = "fixed:2"
@@ -662,6 +650,16 @@ a read lacking a KVM stat: off, not a hold at 5.""", (2, 6), P)
     a.setting = "fixed:3"
     tr.again("host-a", [a], a, a.setting)
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
+
+
+def narrowed():
+    tr = Trace("narrowed", """Bounds narrowed while a step is pending: a step to 4 decided under
+2..6 and not in force yet is dropped when a policy reload makes the
+bounds 2..3; the VM stays at 3, the new top.  Then set by hand to 5, with
+a read lacking a KVM stat: off, not a hold at 5.""", (2, 6), P)
+    a = Vm("vm", "00000000-0000-0000-0000-000000000013", 2, 2, "0-1", 0.5,
+           table({-1: 1000, 2: 800, 3: 550, 4: 300}, {-1: 0.1}))
+    climb_to_4(tr, a)
     tr.read("host-a", [a]); tr.bounds(2, 3)
     tr.expect(a, "hold", "fixed:3", "dwell 10 s of 20 s at 3")
     tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "hold: at the bound")
@@ -684,14 +682,7 @@ step decided and never made is not refused either, and is decided again
 as soon as the decisions are applied.""", (2, 6), P)
     a = Vm("vm", "00000000-0000-0000-0000-00000000001f", 2, 2, "0-1", 0.5,
            table({-1: 1000, 2: 800, 3: 550, 4: 300}, {-1: 0.1}))
-    first_read(tr, "host-a", [a])
-    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
-    a.setting = "fixed:2"
-    tr.again("host-a", [a], a, a.setting)
-    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:3")
-    a.setting = "fixed:3"
-    tr.again("host-a", [a], a, a.setting)
-    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:4")
+    climb_to_4(tr, a)
     tr.out.append("skip vm")
     for _ in range(5):
         tr.read("host-a", [a])
