@@ -483,6 +483,16 @@ missing_signal (guint have)
   return "time";
 }
 
+/* A new window at the setting, judged afresh: the runs of windows
+ * that did or did not cut the exits start again too. */
+static void
+window_restart (VmState *st)
+{
+  st->uncut = 0;
+  st->cut_run = 0;
+  window_reset (st);
+}
+
 /* Whether the decisions are applied.  In a dry run a decided step is
  * not awaited: it would count as refused after a dwell, barring the
  * levels from it and blaming the host ceiling, and those bars would
@@ -527,9 +537,7 @@ twed_auto_skip (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom)
   if (st)
     {
       st->pending = LEVEL_NONE;
-      st->uncut = 0;
-      st->cut_run = 0;
-      window_reset (st);
+      window_restart (st);
     }
   g_mutex_unlock (&ctl->lock);
 }
@@ -771,9 +779,7 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
           gboolean decided = level == st->pending && !st->d_gap;
 
           st->level = level;
-          st->uncut = 0;
-          st->cut_run = 0;
-          window_reset (st);
+          window_restart (st);
           if (!decided)
             continue;
         }
