@@ -146,7 +146,7 @@ full_disk() {
 	pid=
 	start "$tmp/$1-again.log"
 	check "$1, started again: the state is read, all 4 VMs held" \
-		wait_for 20 grep -q "state from $state: 4 VM(s) held" "$tmp/$1-again.log"
+		wait_for 20 grep -q "state from $state: 4 VM(s) held," "$tmp/$1-again.log"
 	check "$1, started again: not unreadable" sh -c "! grep -q 'unreadable' '$tmp/$1-again.log'"
 	check "$1, started again: both hosts read" \
 		wait_for 20 sh -c "[ \$(grep -c '\"message\":\"cycle ' '$tmp/$1-again.log') -ge 2 ]"

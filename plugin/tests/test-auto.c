@@ -8,6 +8,7 @@
  * opt-out and rate limits hold for auto steps as for every change. */
 #include "test-util.h"
 #include "twed-auto.h"
+#include "twed-state.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +248,25 @@ test_trace (gconstpointer data)
             }
           twed_auto_set_dry_run (ctl, atoi (f[1]) != 0);
         }
+      else if (g_str_equal (f[0], "restart"))
+        {
+          /* "restart": twedd stops after the last read and starts again:
+           * a new controller with the bars the old one saved (its state
+           * directory), in Unix time 1.7e15 us ahead of the reads'. */
+          const gint64 to_real = G_GINT64_CONSTANT (1700000000000000);
+          g_autoptr(GPtrArray) saved = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
+
+          g_assert_cmpuint (nf, ==, 1);
+          if (host)
+            {
+              finish_read (ctl, host, decided, &bounds, &params);
+              g_clear_pointer (&host, twed_host_free);
+            }
+          twed_auto_save_bars (ctl, NULL, FALSE, t * G_USEC_PER_SEC, t * G_USEC_PER_SEC + to_real, saved);
+          g_clear_pointer (&ctl, twed_auto_unref);
+          ctl = twed_auto_new ();
+          twed_auto_restore_bars (ctl, saved, t * G_USEC_PER_SEC, t * G_USEC_PER_SEC + to_real);
+        }
       else if (g_str_equal (f[0], "setoff"))
         {
           /* "setoff VM": its last decision asks for off explicitly
@@ -411,6 +431,206 @@ test_plan_host_default (void)
   g_assert_cmpuint (e->target.mode, ==, TWED_MODE_OFF);
   g_assert_true (e->auto_protective);
   g_assert_nonnull (strstr (e->reason, "the host's default delay applies"));
+}
+
+static const TwedAutoBars *
+find_bars (const GPtrArray *bars, const char *vm)
+{
+  for (guint i = 0; i < bars->len; i++)
+    if (g_str_equal (((TwedAutoBars *) g_ptr_array_index (bars, i))->vm, vm))
+      return g_ptr_array_index (bars, i);
+  return NULL;
+}
+
+static const TwedAutoBars *
+bars_of_vm (const GPtrArray *bars, const char *vm)
+{
+  const TwedAutoBars *b = find_bars (bars, vm);
+
+  if (!b)
+    g_error ("no bars of %s", vm);
+  return b;
+}
+
+static TwedAutoBars *
+bars_new (const char *vm, int id, int barred_from, gint64 barred_until, int refused_from, gint64 refused_until)
+{
+  TwedAutoBars *b = twed_auto_bars_new ("h", vm);
+
+  b->domain_id = id;
+  b->barred_from = barred_from;
+  b->barred_until = barred_until;
+  b->refused_from = refused_from;
+  b->refused_until = refused_until;
+  b->refused_bar = refused_from >= 0 ? 240 * G_USEC_PER_SEC : 0;
+  return b;
+}
+
+/* The bars twedd keeps across a restart (twed_auto_save_bars and
+ * twed_auto_restore_bars): what still holds is restored on the reads'
+ * clock and saves back to the same Unix times; a refusal holds only for
+ * the domain id that refused (another id is another QEMU process, maybe
+ * under another kvm-arm.twed_max); the first read is recorded as a
+ * change only where it drops something, and a VM forgotten is recorded
+ * as holding nothing. */
+static void
+test_bars_restart (void)
+{
+  const gint64 s = G_USEC_PER_SEC, real = G_GINT64_CONSTANT (1764500000000000), mono = 100 * s;
+  g_autoptr(TwedAuto) ctl = twed_auto_new ();
+  g_autoptr(GPtrArray) in = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
+  g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
+  g_autoptr(GPtrArray) changed = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
+  g_autoptr(TwedHost) host = plan_host_new (2);
+  g_autoptr(TwedHost) later = plan_host_new (2);
+  const TwedAutoBars *b;
+  TwedDomain *d;
+
+  TwedAutoBars *same = bars_new ("same", 1, 7, real + 900 * s, 9, real + 30 * s);
+
+  same->remeasured_at = real - 600 * s;
+  g_ptr_array_add (in, same);
+  g_ptr_array_add (in, bars_new ("other", 5, 6, real + 100 * s, 4, real - 10 * s));
+  /* Nothing left to hold: not restored. */
+  g_ptr_array_add (in, bars_new ("old", 2, 3, real - s, -1, 0));
+  g_assert_cmpuint (twed_auto_restore_bars (ctl, in, mono, real), ==, 2);
+  /* What was restored is what is saved: no record until it changes. */
+  twed_auto_save_bars (ctl, "h", TRUE, mono, real, changed);
+  g_assert_cmpuint (changed->len, ==, 0);
+
+  /* Saved again at once, the clocks 7 us on: the same Unix times. */
+  twed_auto_save_bars (ctl, NULL, FALSE, mono + 7, real + 7, out);
+  g_assert_cmpuint (out->len, ==, 2);
+  b = bars_of_vm (out, "same");
+  g_assert_cmpint (b->domain_id, ==, 1);
+  g_assert_cmpint (b->barred_from, ==, 7);
+  g_assert_cmpint (b->barred_until, ==, real + 900 * s);
+  g_assert_cmpint (b->refused_from, ==, 9);
+  g_assert_cmpint (b->refused_until, ==, real + 30 * s);
+  g_assert_cmpint (b->refused_bar, ==, 240 * s);
+  g_assert_cmpint (b->remeasured_at, ==, real - 600 * s);
+  g_assert_null (find_bars (out, "old"));
+
+  /* The first read, 10 s on: both domains have id 1. */
+  d = add_dom (host, "same", 2, NULL);
+  d->uuid = g_strdup ("same");
+  steady_signals (d, 11, 7);
+  d = add_dom (host, "other", 2, NULL);
+  d->uuid = g_strdup ("other");
+  steady_signals (d, 11, 6);
+  twed_host_compute (host);
+  twed_auto_observe (ctl, host, 0);
+  twed_auto_save_bars (ctl, "h", TRUE, 110 * s, real + 10 * s, changed);
+  g_assert_cmpuint (changed->len, ==, 1);
+  b = bars_of_vm (changed, "other");
+  g_assert_cmpint (b->refused_from, ==, -1);
+  g_assert_cmpint (b->barred_from, ==, 6);
+  g_assert_cmpint (b->domain_id, ==, 1);
+  g_ptr_array_set_size (changed, 0);
+
+  /* Two hours on, "other" no longer read: forgotten, and recorded as
+   * holding nothing; "same"'s back-off bar ran out meanwhile. */
+  d = add_dom (later, "same", 2, NULL);
+  d->uuid = g_strdup ("same");
+  steady_signals (d, 731, 7);
+  twed_host_compute (later);
+  twed_auto_observe (ctl, later, 3600 * s);
+  twed_auto_save_bars (ctl, "h", TRUE, 7310 * s, real + 7210 * s, changed);
+  g_assert_cmpuint (changed->len, ==, 2);
+  b = bars_of_vm (changed, "other");
+  g_assert_false (twed_auto_bars_hold (b, real + 7210 * s));
+  g_assert_cmpint (b->barred_from, ==, -1);
+  /* Its refusal too (its bar ended more than its length ago); the
+   * remeasure stays for the longest cooldown: no decision said the VM's. */
+  b = bars_of_vm (changed, "same");
+  g_assert_cmpint (b->barred_from, ==, -1);
+  g_assert_cmpint (b->refused_from, ==, -1);
+  g_assert_cmpint (b->remeasured_at, ==, real - 600 * s);
+  g_ptr_array_set_size (changed, 0);
+  twed_auto_save_bars (ctl, "h", TRUE, 7310 * s, real + 7210 * s, changed);
+  g_assert_cmpuint (changed->len, ==, 0);
+}
+
+/* Bars through the state file and back (times kept to the ms), on a
+ * reads' clock that started after them (a reboot: negative times), with
+ * what no controller writes clamped: a bar beyond the longest cooldown,
+ * a remeasure in the future.  A refusal without a domain id (never
+ * read before the restart) is not held past the first read. */
+static void
+test_bars_state_file (void)
+{
+  const gint64 s = G_USEC_PER_SEC, real = G_GINT64_CONSTANT (1764500000000000);
+  const gint64 week = (gint64) TWED_AUTO_COOLDOWN_MAX_SECONDS * s;
+  g_autoptr(TwedAuto) ctl = twed_auto_new ();
+  g_autoptr(TwedAuto) again = twed_auto_new ();
+  g_autoptr(TwedState) st = twed_state_new ();
+  g_autoptr(TwedState) back = NULL;
+  g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
+  g_autoptr(GPtrArray) changed = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
+  g_autoptr(TwedHost) host = plan_host_new (2);
+  g_autofree char *json = NULL;
+  g_autoptr(GError) error = NULL;
+  TwedAutoBars *b = bars_new ("far", 1, 5, real + 2 * week, 8, real + 3 * week);
+  const TwedAutoBars *r;
+  TwedDomain *d, *far;
+  TwedSetting bounds = { TWED_MODE_AUTO, 0, 2, 6 };
+  TwedAutoParams params;
+  TwedAutoVerdict v = { 0 };
+
+  b->remeasured_at = real + 50 * s;
+  g_ptr_array_add (st->bars, b);
+  b = bars_new ("noid", 0, -1, 0, 9, real + 60 * s);
+  b->remeasured_at = real - 600 * s - 333;
+  g_ptr_array_add (st->bars, b);
+  /* 5 s after boot on the reads' clock. */
+  g_assert_cmpuint (twed_auto_restore_bars (ctl, st->bars, 5 * s, real), ==, 2);
+  twed_auto_save_bars (ctl, NULL, FALSE, 5 * s, real, out);
+  r = bars_of_vm (out, "far");
+  g_assert_cmpint (r->barred_until, ==, real + week);
+  g_assert_cmpint (r->refused_bar, ==, 240 * s);
+  g_assert_cmpint (r->refused_until, ==, real + 240 * s);
+  g_assert_cmpint (r->remeasured_at, ==, real);
+  r = bars_of_vm (out, "noid");
+  g_assert_cmpint (r->remeasured_at, ==, real - 600 * s - 333);
+
+  /* Through JSON and into a new controller on another clock. */
+  g_ptr_array_set_size (st->bars, 0);
+  g_ptr_array_extend_and_steal (st->bars, g_steal_pointer (&out));
+  out = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
+  json = twed_state_to_json (st);
+  back = twed_state_from_json (json, -1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (twed_auto_restore_bars (again, back->bars, 1000 * s, real + 7), ==, 2);
+  twed_auto_save_bars (again, NULL, FALSE, 1000 * s, real + 7, out);
+  r = bars_of_vm (out, "noid");
+  g_assert_cmpint (r->remeasured_at, ==, real - 600 * s - 1000);
+  g_assert_cmpint (r->refused_from, ==, 9);
+  g_assert_cmpint (r->domain_id, ==, 0);
+
+  /* The first read of "noid" (id 1): a refusal of no known process goes.
+   * "far" is decided on under a cooldown of 100 s: its bars hold no
+   * longer than that from now. */
+  d = add_dom (host, "noid", 2, NULL);
+  d->uuid = g_strdup ("noid");
+  steady_signals (d, 101, 0);
+  far = add_dom (host, "far", 2, NULL);
+  far->uuid = g_strdup ("far");
+  steady_signals (far, 101, 0);
+  twed_host_compute (host);
+  twed_auto_observe (again, host, 0);
+  twed_auto_params_init (&params);
+  params.dwell_seconds = 20;
+  params.cooldown_seconds = 100;
+  twed_auto_decide (again, host, far, &bounds, &params, &v);
+  twed_auto_verdict_clear (&v);
+  twed_auto_save_bars (again, "h", TRUE, 1010 * s, real + 10 * s + 7, changed);
+  g_assert_cmpuint (changed->len, ==, 2);
+  r = bars_of_vm (changed, "noid");
+  g_assert_cmpint (r->refused_from, ==, -1);
+  g_assert_cmpint (r->remeasured_at, ==, real - 600 * s - 1000);
+  r = bars_of_vm (changed, "far");
+  g_assert_cmpint (r->barred_until, ==, real + 110 * s + 7);
+  g_assert_cmpint (r->refused_until, ==, real + 110 * s + 7);
 }
 
 /* An auto band with the controller: a pinned and an opted-out VM are
@@ -686,6 +906,8 @@ main (int argc, char **argv)
       g_test_add_data_func_full (tp, g_build_filename (dir, f, NULL), test_trace, g_free);
     }
   g_test_add_func ("/auto/plan/limits", test_plan_limits);
+  g_test_add_func ("/auto/bars/restart", test_bars_restart);
+  g_test_add_func ("/auto/bars/state-file", test_bars_state_file);
   g_test_add_func ("/auto/plan/host-default", test_plan_host_default);
   g_test_add_func ("/auto/plan/band-left", test_plan_band_left);
   g_test_add_func ("/auto/plan/single-run", test_plan_single_run);

@@ -7,6 +7,18 @@
 
 #include <string.h>
 
+/* A VM's back-off bar: @from and above until @until (Unix usec). */
+static TwedAutoBars *
+bars (const char *host, const char *vm, int from, gint64 until)
+{
+  TwedAutoBars *b = twed_auto_bars_new (host, vm);
+
+  b->domain_id = 3;
+  b->barred_from = from;
+  b->barred_until = until;
+  return b;
+}
+
 static TwedState *
 sample_state (void)
 {
@@ -28,6 +40,7 @@ sample_state (void)
   r->error = g_strdup ("virDomainSetTwedParameters: \"quoted\" (libvirt error 8)");
   r->failed_raise = TRUE;
   g_ptr_array_add (s->vms, r);
+  g_ptr_array_add (s->bars, bars ("h1", "6695eb01-f6a4-8304-79aa-97f2502e193f", 7, 1764500600000000));
   return s;
 }
 
@@ -59,6 +72,18 @@ test_roundtrip (void)
   /* A lowering may pass the backoff of a failed raise after a restart too. */
   g_assert_true (r->failed_raise);
   g_assert_nonnull (strstr (json, "\"raise\":true"));
+  /* The controller's bars: the parts it has, the others none. */
+  g_assert_cmpuint (back->bars->len, ==, 1);
+  {
+    const TwedAutoBars *b = g_ptr_array_index (back->bars, 0);
+
+    g_assert_cmpstr (b->host, ==, "h1");
+    g_assert_cmpint (b->domain_id, ==, 3);
+    g_assert_cmpint (b->barred_from, ==, 7);
+    g_assert_cmpint (b->barred_until, ==, 1764500600000000);
+    g_assert_cmpint (b->refused_from, ==, -1);
+    g_assert_cmpint (b->remeasured_at, ==, 0);
+  }
   /* The same state, the same bytes. */
   again = twed_state_to_json (back);
   g_assert_cmpstr (again, ==, json);
@@ -73,6 +98,40 @@ test_corrupt (void)
     { "{\"version\":1,\"interval\":{\"started\":1,", "JSON syntax error" },
     { "[]", "want a JSON object" },
     { "{\"version\":2,\"interval\":{},\"vms\":[]}", "version 2, want 1" },
+    { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},\"vms\":[],\"bars\":{}}", "\"bars\": want an array" },
+    { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},\"vms\":[],"
+      "\"bars\":[{\"host\":\"h\",\"vm\":\"v\",\"barred_from\":16,\"barred_until\":5}]}",
+      "\"bars\"[0]: \"barred_from\": 16 out of range" },
+    { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},\"vms\":[],"
+      "\"bars\":[{\"host\":\"h\",\"vm\":\"v\",\"barred_from\":6}]}",
+      "\"bars\"[0]: \"barred_from\" and \"barred_until\": want both or neither" },
+    { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},\"vms\":[],"
+      "\"bars\":[{\"host\":\"h\",\"vm\":\"v\",\"refused_from\":9,\"refused_until\":5}]}",
+      "\"refused_from\", \"refused_until\" and \"refused_bar\": want all or none" },
+    { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},\"vms\":[],"
+      "\"bars\":[{\"host\":\"h\",\"vm\":\"v\",\"refused_from\":9,\"refused_until\":5,\"refused_bar\":0}]}",
+      "\"bars\"[0]: \"refused_bar\": 0 out of range" },
+    { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},\"vms\":[],"
+      "\"bars\":[{\"host\":\"h\",\"vm\":\"v\",\"refused_from\":9,\"refused_until\":5,\"refused_bar\":604800001}]}",
+      "\"bars\"[0]: \"refused_bar\": 604800001 out of range" },
+    { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},\"vms\":[],"
+      "\"bars\":[{\"host\":\"h\",\"vm\":\"v\",\"domain_id\":0,\"remeasured\":5}]}",
+      "\"bars\"[0]: \"domain_id\": 0 out of range" },
+    { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},\"vms\":[],"
+      "\"bars\":[{\"host\":\"h\",\"vm\":\"v\",\"remeasured\":\"5\"}]}",
+      "\"bars\"[0]: \"remeasured\": want an integer" },
+    { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},\"vms\":[],"
+      "\"bars\":[{\"host\":\"h\",\"vm\":\"v\",\"remeasured\":0}]}",
+      "\"bars\"[0]: \"remeasured\": 0 out of range" },
+    { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},\"vms\":[],"
+      "\"bars\":[{\"host\":\"h\",\"vm\":\"v\",\"domain_id\":3}]}",
+      "\"bars\"[0]: holds nothing" },
+    { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},\"vms\":[],"
+      "\"bars\":[{\"host\":\"h\",\"vm\":\"v\",\"remeasured\":5},{\"host\":\"h\",\"vm\":\"v\",\"remeasured\":6}]}",
+      "\"bars\"[1]: VM v on host h twice" },
+    { "{\"version\":1,\"interval\":{\"started\":0,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},\"vms\":[],"
+      "\"bars\":[{\"host\":\"h\",\"vm\":\"v\",\"cooldown\":5}]}",
+      "\"bars\"[0]: \"cooldown\": not a member of a VM's bars" },
     { "{\"version\":\"1\"}", "\"version\": want an integer" },
     { "{\"version\":1,\"vms\":[]}", "\"interval\": want an object" },
     { "{\"version\":1,\"interval\":{\"started\":-5,\"seconds\":60,\"granted\":0,\"per_policy\":{},\"per_host\":{}},\"vms\":[]}",
@@ -131,9 +190,93 @@ find_vm (const TwedState *s, const char *vm, gboolean failed)
 static void
 append_record (GString *log, const TwedState *iv, const GPtrArray *ch, const GPtrArray *fa)
 {
-  g_autofree char *line = twed_state_log_record (iv, ch, fa);
+  g_autofree char *line = twed_state_log_record (iv, ch, fa, NULL);
 
   g_string_append (log, line);
+}
+
+static const TwedAutoBars *
+find_bars (const TwedState *s, const char *host, const char *vm)
+{
+  for (guint i = 0; i < s->bars->len; i++)
+    {
+      const TwedAutoBars *b = g_ptr_array_index (s->bars, i);
+
+      if (g_str_equal (b->host, host) && g_str_equal (b->vm, vm))
+        return b;
+    }
+  return NULL;
+}
+
+/* The controller's bars in the log: the last record of a VM on a host
+ * holds, one with none removes it, a whole write reads back the same,
+ * and what no longer holds anything back is pruned. */
+static void
+test_log_bars (void)
+{
+  g_autoptr(TwedState) s = sample_state ();
+  g_autoptr(GPtrArray) b = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
+  g_autoptr(GString) log = g_string_new (NULL);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *header = twed_state_log_header (5);
+  g_autofree char *json = NULL;
+  g_autoptr(TwedState) back = NULL;
+  const char *uuid = "6695eb01-f6a4-8304-79aa-97f2502e193f";
+  const TwedAutoBars *r;
+  TwedAutoBars *x;
+  gboolean stale;
+  gssize torn;
+  char *line;
+
+  s->log = 5;
+  g_string_append (log, header);
+  /* The same VM on another host is another key; a refusal and a
+   * remeasure; then the first VM's bar gone (a record holding none). */
+  x = twed_auto_bars_new ("h2", uuid);
+  x->refused_from = 12;
+  x->refused_until = 1764500300000000;
+  x->refused_bar = 240 * G_USEC_PER_SEC;
+  x->remeasured_at = 1764500100000000;
+  g_ptr_array_add (b, x);
+  g_ptr_array_add (b, bars ("h1", "other", 4, 1764500900000000));
+  line = twed_state_log_record (NULL, NULL, NULL, b);
+  g_string_append (log, line);
+  g_free (line);
+  g_ptr_array_set_size (b, 0);
+  g_ptr_array_add (b, twed_auto_bars_new ("h1", uuid));
+  line = twed_state_log_record (NULL, NULL, NULL, b);
+  g_assert_null (strstr (line, "barred_from"));
+  g_string_append (log, line);
+  g_free (line);
+
+  g_assert_true (twed_state_replay (s, log->str, log->len, &stale, &torn, &error));
+  g_assert_no_error (error);
+  g_assert_null (find_bars (s, "h1", uuid));
+  r = find_bars (s, "h2", uuid);
+  g_assert_nonnull (r);
+  g_assert_cmpint (r->refused_from, ==, 12);
+  g_assert_cmpint (r->refused_until, ==, 1764500300000000);
+  g_assert_cmpint (r->refused_bar, ==, 240 * G_USEC_PER_SEC);
+  g_assert_cmpint (r->remeasured_at, ==, 1764500100000000);
+  g_assert_cmpint (r->barred_from, ==, -1);
+  g_assert_nonnull (find_bars (s, "h1", "other"));
+  g_assert_cmpuint (s->bars->len, ==, 2);
+
+  /* Written whole and read back: the same bars, sorted. */
+  json = twed_state_to_json (s);
+  back = twed_state_from_json (json, -1, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (back->bars->len, ==, 2);
+  g_assert_cmpstr (((TwedAutoBars *) g_ptr_array_index (back->bars, 0))->vm, ==, "other");
+
+  /* After the back-off bar ran out, the refusal and the remeasure still
+   * count (a refusal doubles the next bar; once per cooldown); a week
+   * later nothing holds. */
+  twed_state_prune (s, 1764500900000000, G_USEC_PER_SEC);
+  g_assert_null (find_bars (s, "h1", "other"));
+  g_assert_nonnull (find_bars (s, "h2", uuid));
+  twed_state_prune (s, 1764500300000000 + (gint64) TWED_AUTO_COOLDOWN_MAX_SECONDS * G_USEC_PER_SEC, G_USEC_PER_SEC);
+  g_assert_cmpuint (s->bars->len, ==, 0);
 }
 
 /* A state and the records of what changed since: the log replayed onto
@@ -234,7 +377,7 @@ test_log_damage (void)
   gssize torn;
 
   g_ptr_array_add (ch, changed ("h1", "vm-a", 1764500002000000));
-  rec = twed_state_log_record (NULL, ch, NULL);
+  rec = twed_state_log_record (NULL, ch, NULL, NULL);
   half = g_strndup (rec, strlen (rec) / 2);
 
   {
@@ -298,6 +441,8 @@ test_log_generation (void)
                               "\"per_policy\":{},\"per_host\":{}},\"vms\":[]}", -1, NULL);
   g_assert_nonnull (old);
   g_assert_cmpuint (old->log, ==, 0);
+  /* Of a twedd before the controller's bars were kept: none. */
+  g_assert_cmpuint (old->bars->len, ==, 0);
 }
 
 int
@@ -309,5 +454,6 @@ main (int argc, char **argv)
   g_test_add_func ("/state/log-replay", test_log_replay);
   g_test_add_func ("/state/log-damage", test_log_damage);
   g_test_add_func ("/state/log-generation", test_log_generation);
+  g_test_add_func ("/state/log-bars", test_log_bars);
   return g_test_run ();
 }

@@ -420,6 +420,7 @@ save_state (TwedEngine *e, gboolean now)
   g_hash_table_unref (w->state->per_host);
   twed_budget_export (e->budget, &w->state->granted, &w->state->per_policy, &w->state->per_host);
   twed_backend_save_vms (e->backend, w->state->vms);
+  twed_auto_save_bars (e->controller, NULL, FALSE, g_get_monotonic_time (), g_get_real_time (), w->state->bars);
   return write_file (e, w, now);
 }
 
@@ -444,7 +445,7 @@ state_record (TwedEngine *e, TwedBackend *backend, TwedPlanEntry *const *entries
       twed_budget_export_entry (e->budget, entries[i], iv->per_policy, iv->per_host);
       twed_backend_vm_records (backend, entries[i], changed, failures ? failed : NULL);
     }
-  line = twed_state_log_record (iv, changed, failed);
+  line = twed_state_log_record (iv, changed, failed, NULL);
   g_string_append (e->state_records, line);
 }
 
@@ -460,7 +461,26 @@ state_record_forgotten (TwedEngine *e)
   twed_backend_take_forgotten (e->backend, failed);
   if (!e->state_log || !failed->len)
     return FALSE;
-  line = twed_state_log_record (NULL, NULL, failed);
+  line = twed_state_log_record (NULL, NULL, failed, NULL);
+  g_string_append (e->state_records, line);
+  return TRUE;
+}
+
+/* A record of the controller's bars on @host that changed in its pass
+ * (a step down's cooldown, a level refused, off measured again), so
+ * that a restart does not try at once what they bar. */
+static gboolean
+state_record_bars (TwedEngine *e, const char *host)
+{
+  g_autoptr(GPtrArray) bars = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
+  g_autofree char *line = NULL;
+
+  /* Without a state directory (one a reload took away) they are taken
+   * all the same, so that none piles up. */
+  twed_auto_save_bars (e->controller, host, TRUE, g_get_monotonic_time (), g_get_real_time (), bars);
+  if (!e->state_log || !bars->len)
+    return FALSE;
+  line = twed_state_log_record (NULL, NULL, NULL, bars);
   g_string_append (e->state_records, line);
   return TRUE;
 }
@@ -519,6 +539,24 @@ set_state_dir (TwedEngine *e, const char *dir)
     e->state_log = g_build_filename (dir, TWEDD_STATE_LOG, NULL);
 }
 
+/* The controller's bars of the configured hosts (others would never be
+ * read, so never forgotten), on the clocks as they are now: the load
+ * took a while. */
+static guint
+restore_bars (TwedEngine *e, GPtrArray *bars)
+{
+  g_autoptr(GPtrArray) mine = g_ptr_array_new ();
+
+  for (guint i = 0; i < bars->len; i++)
+    {
+      TwedAutoBars *b = g_ptr_array_index (bars, i);
+
+      if (g_hash_table_contains (e->configured, b->host))
+        g_ptr_array_add (mine, b);
+    }
+  return twed_auto_restore_bars (e->controller, mine, g_get_monotonic_time (), g_get_real_time ());
+}
+
 /* At start: the interval that was running goes on with what it granted,
  * and the VMs stay held as they were.  A state that cannot be read says
  * nothing of what was done: nothing is changed before the next interval,
@@ -532,7 +570,7 @@ load_state (TwedEngine *e)
   gint64 real = g_get_real_time ();
   gboolean carried = FALSE;
   TwedStateLoad info;
-  guint held;
+  guint held, barred;
 
   if (!e->state_log)
     return;
@@ -590,6 +628,7 @@ load_state (TwedEngine *e)
   e->state_bytes = info.state_bytes;
   e->log_bytes = info.log_bytes;
   held = twed_backend_restore_vms (e->backend, s->vms);
+  barred = restore_bars (e, s->bars);
   if (state_record_forgotten (e))
     state_changed (e);
   if (s->interval_started && s->interval_started <= real &&
@@ -602,7 +641,7 @@ load_state (TwedEngine *e)
         twed_budget_hold (e->budget, s->hold);
       carried = TRUE;
     }
-  g_message ("state from %s: %u VM(s) held; %s", dir, held,
+  g_message ("state from %s: %u VM(s) held, %u with the auto controller's bars; %s", dir, held, barred,
              carried ? "the interval in progress goes on with what it granted" : "a new interval starts");
   if (carried)
     g_message ("interval goes on: %u change(s) already granted", s->granted);
@@ -1088,6 +1127,10 @@ on_state_saved (gpointer data)
     return G_SOURCE_REMOVE;
   if (saved->state_bytes)
     e->state_bytes = saved->state_bytes;
+  /* The controller's bars it carried are saved again with the next
+   * records. */
+  if (!saved->ok)
+    twed_auto_bars_unsaved (e->controller);
   due = g_ptr_array_new ();
   for (guint i = 0; i < e->saving->len;)
     {
@@ -1134,8 +1177,12 @@ on_pass_stage_done (gpointer data)
     }
   if (job->stage == PASS_READ)
     {
+      gboolean recorded = state_record_forgotten (e);
+
       e->reading--;
-      if (state_record_forgotten (e))
+      if (state_record_bars (e, job->host))
+        recorded = TRUE;
+      if (recorded)
         state_changed (e);
     }
   if (job->stage == PASS_READ && job->plan && !pass_superseded (e, job) &&
@@ -1969,6 +2016,9 @@ twed_engine_free (TwedEngine *e)
       pass_job_free (job);
     }
   g_ptr_array_unref (e->saving);
+  /* Bars a pass changed whose end the main loop has not seen yet. */
+  if (e->started_ok)
+    state_record_bars (e, NULL);
   if (e->started_ok)
     state_flush (e, TRUE);
   /* Passes waiting for their grant are the engine's to free. */

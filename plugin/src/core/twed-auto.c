@@ -94,6 +94,27 @@ typedef struct {
   double wait_ns, time_ns;
 } VcpuDelta;
 
+/* A VM's bars (TwedAutoBars) on the reads' clock: what is compared
+ * with what was saved, to record only what changed. */
+typedef struct {
+  int id;
+  int barred_from;          /* -1 = none */
+  gint64 barred_until;
+  int refused_from;         /* -1 = none */
+  gint64 refused_until, refused_bar;
+  gint64 remeasured_at;
+} Bars;
+
+static const Bars NO_BARS = { 0, -1, 0, -1, 0, 0, 0 };
+
+static gboolean
+bars_equal (const Bars *a, const Bars *b)
+{
+  return a->id == b->id && a->barred_from == b->barred_from && a->barred_until == b->barred_until &&
+         a->refused_from == b->refused_from && a->refused_until == b->refused_until &&
+         a->refused_bar == b->refused_bar && a->remeasured_at == b->remeasured_at;
+}
+
 typedef struct {
   char *host;
   char *name;
@@ -156,6 +177,11 @@ typedef struct {
   int pending_from;         /* the level it was decided at */
   gboolean pending_protective; /* it undoes a cost: sent again, it keeps its priority */
   gint64 pending_at;
+
+  int restored_id;          /* bars restored at twedd's start for this domain id, until
+                             * its first complete read; 0 = none */
+  Bars saved;               /* its bars as last saved (twed_auto_save_bars) */
+  gint64 cooldown;          /* usec: the cooldown of its last decision, -1 = none yet */
 } VmState;
 
 /* State is kept per (host, uuid): a pass reads and forgets only within
@@ -169,6 +195,8 @@ struct _TwedAuto {
   GHashTable *hosts;        /* host name -> (uuid -> VmState) */
   GHashTable *where;        /* uuid -> host name it was last read on */
   gboolean dry_run;         /* decisions are not applied: none is awaited */
+  GPtrArray *forgotten;     /* TwedAutoBars holding nothing: VMs forgotten whose bars
+                             * were saved, for the next save of their host */
 };
 
 void
@@ -285,6 +313,8 @@ vm_state_new (void)
   st->newcomers = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   st->return_to = LEVEL_NONE;
   st->base_level = LEVEL_NONE;
+  st->saved = NO_BARS;
+  st->cooldown = -1;
   return st;
 }
 
@@ -297,6 +327,7 @@ twed_auto_new (void)
   g_mutex_init (&ctl->lock);
   ctl->hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_hash_table_unref);
   ctl->where = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  ctl->forgotten = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
   return ctl;
 }
 
@@ -314,6 +345,7 @@ twed_auto_unref (TwedAuto *ctl)
     return;
   g_hash_table_unref (ctl->hosts);
   g_hash_table_unref (ctl->where);
+  g_ptr_array_unref (ctl->forgotten);
   g_mutex_clear (&ctl->lock);
   g_free (ctl);
 }
@@ -659,7 +691,7 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
   if (was_on && g_strcmp0 (was_on, host->name) != 0)
     reset = g_strdup_printf ("now on %s, was on %s (migrated)", host->name, was_on);
   else if (!st->prev)
-    reset = g_strdup ("first read of its signals");
+    reset = g_strdup (st->restored_id ? "first read since twedd started" : "first read of its signals");
   else if (st->id != sig->id)
     reset = g_strdup_printf ("domain id %d, was %d (restarted or migrated back)", sig->id, st->id);
   else if (st->prev->len != sig->vcpus->len)
@@ -693,9 +725,14 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
        * pooled with the new one's windows it would outweigh them. */
       stats_reset (st);
       window_reset (st);
-      /* Maybe another host, or another kernel command line. */
-      st->refused = LEVEL_NONE;
-      st->refused_bar = 0;
+      /* Maybe another host, or another kernel command line; a refusal
+       * restored from before twedd's restart holds for the process
+       * that refused. */
+      if (!st->restored_id || st->restored_id != sig->id)
+        {
+          st->refused = LEVEL_NONE;
+          st->refused_bar = 0;
+        }
       st->advanced_at = sig->at;
     }
   else
@@ -710,6 +747,7 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
 
   set_str (&st->host, g_strdup (host->name));
   st->id = sig->id;
+  st->restored_id = 0;
   if (st->prev)
     g_array_unref (st->prev);
   st->prev = g_array_copy (sig->vcpus);
@@ -838,6 +876,9 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
           {
             if (g_strcmp0 (g_hash_table_lookup (ctl->where, uuid), host->name) == 0)
               g_hash_table_remove (ctl->where, uuid);
+            /* Its saved bars go with it at the next save. */
+            if (!bars_equal (&st->saved, &NO_BARS))
+              g_ptr_array_add (ctl->forgotten, twed_auto_bars_new (host->name, uuid));
             g_hash_table_iter_remove (&it);
           }
     }
@@ -1092,6 +1133,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
 
     st = vms && dom->uuid ? g_hash_table_lookup (vms, dom->uuid) : NULL;
   }
+  if (st)
+    st->cooldown = (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
 
   /* How long the signals have been missing since a complete read
    * (observe_domain() only opens a gap on this host), -1 = no gap. */
@@ -1124,6 +1167,12 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       goto done;
     }
   now = dom->signals->at;
+  /* No bar outlasts the policy's cooldown from now: one restored from
+   * before a wall clock stepped back, or set under a longer cooldown
+   * before a reload. */
+  st->ceiling_until = MIN (st->ceiling_until, now + (gint64) p->cooldown_seconds * G_USEC_PER_SEC);
+  if (st->refused != LEVEL_NONE)
+    st->refused_until = MIN (st->refused_until, now + MAX (2 * dwell, (gint64) p->cooldown_seconds * G_USEC_PER_SEC));
   if (now - st->advanced_at >= (gint64) p->stale_seconds * G_USEC_PER_SEC)
     {
       verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
@@ -1531,4 +1580,264 @@ done:
   else if (st && out->decision == TWED_AUTO_BASELINE)
     st->pending = LEVEL_NONE;
   g_mutex_unlock (&ctl->lock);
+}
+
+TwedAutoBars *
+twed_auto_bars_new (const char *host, const char *vm)
+{
+  TwedAutoBars *b = g_new0 (TwedAutoBars, 1);
+
+  b->host = g_strdup (host);
+  b->vm = g_strdup (vm);
+  b->barred_from = -1;
+  b->refused_from = -1;
+  return b;
+}
+
+void
+twed_auto_bars_free (TwedAutoBars *b)
+{
+  if (!b)
+    return;
+  g_free (b->host);
+  g_free (b->vm);
+  g_free (b);
+}
+
+gboolean
+twed_auto_bars_hold (const TwedAutoBars *b, gint64 now)
+{
+  gint64 keep = (gint64) TWED_AUTO_COOLDOWN_MAX_SECONDS * G_USEC_PER_SEC;
+
+  /* As bars_of() keeps them; a remeasure for the longest cooldown, as
+   * the record does not say the VM's (the controller records its end). */
+  return (b->barred_from >= 0 && b->barred_until > now) ||
+         (b->refused_from >= 0 && b->refused_until + b->refused_bar > now) ||
+         (b->remeasured_at && b->remeasured_at + keep > now);
+}
+
+/* @st's bars at @now on the reads' clock, each part while a restart
+ * would need it: the back-off ceiling while it runs (an ended one is
+ * not reset until the next decision); a refusal while its bar runs and
+ * for as long again (one asked again within that time doubles it; later,
+ * a restart starts it at two dwells again); a remeasure of off for the
+ * cooldown of the VM's policy, the week that a policy's longest is
+ * before the VM is decided on. */
+static Bars
+bars_of (const VmState *st, gint64 now)
+{
+  gint64 cooldown = st->cooldown >= 0 ? st->cooldown : (gint64) TWED_AUTO_COOLDOWN_MAX_SECONDS * G_USEC_PER_SEC;
+  Bars b = NO_BARS;
+
+  b.id = st->restored_id ? st->restored_id : st->id;
+  if (st->ceiling_until > now && st->ceiling < TWED_DELAY_LIMIT)
+    {
+      b.barred_from = st->ceiling + 1;
+      b.barred_until = st->ceiling_until;
+    }
+  if (st->refused != LEVEL_NONE && st->refused_bar > 0 && st->refused_until + st->refused_bar > now)
+    {
+      b.refused_from = st->refused;
+      b.refused_until = st->refused_until;
+      b.refused_bar = st->refused_bar;
+    }
+  if (st->remeasured_at && now - st->remeasured_at < cooldown)
+    b.remeasured_at = st->remeasured_at;
+  /* Nothing held: the id alone is no record. */
+  if (b.barred_from < 0 && b.refused_from < 0 && !b.remeasured_at)
+    b.id = 0;
+  return b;
+}
+
+static TwedAutoBars *
+bars_record (const char *host, const char *vm, const Bars *b, gint64 to_real)
+{
+  TwedAutoBars *r = twed_auto_bars_new (host, vm);
+
+  r->domain_id = b->id;
+  r->barred_from = b->barred_from;
+  r->barred_until = b->barred_from >= 0 ? b->barred_until + to_real : 0;
+  r->refused_from = b->refused_from;
+  r->refused_until = b->refused_from >= 0 ? b->refused_until + to_real : 0;
+  r->refused_bar = b->refused_from >= 0 ? b->refused_bar : 0;
+  r->remeasured_at = b->remeasured_at ? b->remeasured_at + to_real : 0;
+  return r;
+}
+
+static int
+cmp_bars (gconstpointer pa, gconstpointer pb)
+{
+  const TwedAutoBars *a = *(TwedAutoBars *const *) pa, *b = *(TwedAutoBars *const *) pb;
+  int c = g_strcmp0 (a->host, b->host);
+
+  return c ? c : g_strcmp0 (a->vm, b->vm);
+}
+
+static void
+save_host_bars (const char *name, GHashTable *vms, gboolean changed_only, gint64 mono_now, gint64 to_real,
+                GPtrArray *out)
+{
+  GHashTableIter it;
+  const char *uuid;
+  VmState *st;
+
+  g_hash_table_iter_init (&it, vms);
+  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &st))
+    {
+      Bars b = bars_of (st, mono_now);
+      gboolean same = bars_equal (&b, &st->saved);
+      gboolean none = bars_equal (&b, &NO_BARS);
+
+      st->saved = b;
+      if (changed_only ? !same : !none)
+        g_ptr_array_add (out, bars_record (name, uuid, &b, to_real));
+    }
+}
+
+void
+twed_auto_save_bars (TwedAuto *ctl, const char *host, gboolean changed_only, gint64 mono_now, gint64 real_now,
+                     GPtrArray *out)
+{
+  gint64 to_real = real_now - mono_now;
+  guint first = out->len;
+
+  g_mutex_lock (&ctl->lock);
+  /* Forgotten VMs first: a record that their bars are gone, or, in a
+   * save of everything, nothing (they are not in it).  A VM forgotten
+   * and read again since has its record after it (the sort below keeps
+   * the order of equal keys), which the last one wins. */
+  for (guint i = 0; i < ctl->forgotten->len;)
+    {
+      TwedAutoBars *f = g_ptr_array_index (ctl->forgotten, i);
+
+      if (host && g_strcmp0 (f->host, host) != 0)
+        {
+          i++;
+          continue;
+        }
+      if (changed_only)
+        g_ptr_array_add (out, g_ptr_array_steal_index (ctl->forgotten, i));
+      else
+        g_ptr_array_remove_index (ctl->forgotten, i);
+    }
+  if (host)
+    {
+      GHashTable *vms = g_hash_table_lookup (ctl->hosts, host);
+
+      if (vms)
+        save_host_bars (host, vms, changed_only, mono_now, to_real, out);
+    }
+  else
+    {
+      GHashTableIter it;
+      const char *name;
+      GHashTable *vms;
+
+      g_hash_table_iter_init (&it, ctl->hosts);
+      while (g_hash_table_iter_next (&it, (gpointer *) &name, (gpointer *) &vms))
+        save_host_bars (name, vms, changed_only, mono_now, to_real, out);
+    }
+  g_mutex_unlock (&ctl->lock);
+  /* Sorted, stably: the same bars give the same file. */
+  if (out->len > first)
+    {
+      g_autoptr(GPtrArray) mine = g_ptr_array_new ();
+
+      for (guint i = first; i < out->len; i++)
+        g_ptr_array_add (mine, out->pdata[i]);
+      g_ptr_array_sort (mine, cmp_bars);
+      for (guint i = 0; i < mine->len; i++)
+        out->pdata[first + i] = mine->pdata[i];
+    }
+}
+
+/* Only VMs whose saved bars held something: a record of bars gone that
+ * was lost (and a forgotten VM's) leaves the state with bars that have
+ * ended or that the next decision clears, and that the next load or
+ * compaction drops by their times: the safe side, at most a bar's length. */
+void
+twed_auto_bars_unsaved (TwedAuto *ctl)
+{
+  static const Bars unknown = { -1, -1, 0, -1, 0, 0, 0 };
+  GHashTableIter hit, it;
+  GHashTable *vms;
+  VmState *st;
+
+  g_mutex_lock (&ctl->lock);
+  g_hash_table_iter_init (&hit, ctl->hosts);
+  while (g_hash_table_iter_next (&hit, NULL, (gpointer *) &vms))
+    {
+      g_hash_table_iter_init (&it, vms);
+      while (g_hash_table_iter_next (&it, NULL, (gpointer *) &st))
+        if (!bars_equal (&st->saved, &NO_BARS))
+          st->saved = unknown;
+    }
+  g_mutex_unlock (&ctl->lock);
+}
+
+/* A Unix time of a saved record on the reads' clock; 0 stays "never"
+ * only where the record says so. */
+static gint64
+to_mono (gint64 real, gint64 to_real)
+{
+  gint64 mono = real - to_real;
+
+  return mono ? mono : -1;
+}
+
+guint
+twed_auto_restore_bars (TwedAuto *ctl, const GPtrArray *bars, gint64 mono_now, gint64 real_now)
+{
+  gint64 to_real = real_now - mono_now;
+  gint64 max_bar = (gint64) TWED_AUTO_COOLDOWN_MAX_SECONDS * G_USEC_PER_SEC;
+  guint n = 0;
+
+  g_mutex_lock (&ctl->lock);
+  for (guint i = 0; i < bars->len; i++)
+    {
+      const TwedAutoBars *r = g_ptr_array_index (bars, i);
+      GHashTable *vms;
+      VmState *st;
+
+      if (!twed_auto_bars_hold (r, real_now) || r->barred_from > TWED_DELAY_LIMIT ||
+          r->refused_from > TWED_DELAY_LIMIT)
+        continue;
+      vms = g_hash_table_lookup (ctl->hosts, r->host);
+      if (!vms)
+        {
+          vms = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) vm_state_free);
+          g_hash_table_insert (ctl->hosts, g_strdup (r->host), vms);
+        }
+      /* Read already (restored later than at start, which twedd does
+       * not): what it measured since is newer. */
+      if (g_hash_table_contains (vms, r->vm))
+        continue;
+      st = vm_state_new ();
+      /* Times beyond what the controller sets (a wall clock stepped
+       * back since, an edited file) hold no longer than it would. */
+      if (r->barred_from >= 0 && r->barred_until > real_now)
+        {
+          st->ceiling = r->barred_from - 1;
+          st->ceiling_until = to_mono (MIN (r->barred_until, real_now + max_bar), to_real);
+        }
+      /* A refusal whose bar ended more than its length ago: a restart
+       * starts the next one at two dwells again. */
+      if (r->refused_from >= 0 && r->refused_bar > 0 && r->refused_until + r->refused_bar > real_now)
+        {
+          st->refused = r->refused_from;
+          st->refused_bar = MIN (r->refused_bar, max_bar);
+          st->refused_until = to_mono (MIN (r->refused_until, real_now + st->refused_bar), to_real);
+        }
+      if (r->remeasured_at)
+        st->remeasured_at = to_mono (MIN (r->remeasured_at, real_now), to_real);
+      st->id = r->domain_id;
+      st->restored_id = r->domain_id > 0 ? r->domain_id : 0;
+      /* Forgotten like any VM not read for a while from now on. */
+      st->seen_at = mono_now;
+      st->saved = bars_of (st, mono_now);
+      g_hash_table_insert (vms, g_strdup (r->vm), st);
+      n++;
+    }
+  g_mutex_unlock (&ctl->lock);
+  return n;
 }

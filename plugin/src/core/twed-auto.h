@@ -98,6 +98,54 @@ void twed_auto_set_dry_run (TwedAuto *ctl, gboolean dry_run);
  * window starts again. */
 void twed_auto_skip (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom);
 
+/* What the controller holds back for a VM on a host beyond its
+ * measurements, kept across a restart of twedd (its state directory):
+ * the bar after a step down (cooldown_seconds), the levels not taken
+ * when asked (the host ceiling) and when off was last measured again for
+ * a newcomer (once per cooldown).  Times are Unix usec in a saved or
+ * restored record: the controller's own are the reads' (monotonic). */
+typedef struct {
+  char *host;
+  char *vm;                 /* uuid */
+  int domain_id;            /* the domain's id then: a refusal holds for that process only */
+  int barred_from;          /* this level and those above are barred until barred_until;
+                             * -1 = none */
+  gint64 barred_until;
+  int refused_from;         /* lowest level not taken when asked, -1 = none */
+  gint64 refused_until;     /* it and those above are not asked for before */
+  gint64 refused_bar;       /* usec: how long they were barred last time (it doubles) */
+  gint64 remeasured_at;     /* off last measured again for a newcomer, 0 = never */
+} TwedAutoBars;
+
+/* The longest cooldown a policy may ask for: no bar is longer, and a
+ * saved remeasure of off is kept no longer. */
+#define TWED_AUTO_COOLDOWN_MAX_SECONDS 604800u
+
+TwedAutoBars *twed_auto_bars_new (const char *host, const char *vm);
+void          twed_auto_bars_free (TwedAutoBars *bars);
+/* Whether @bars holds anything back at Unix usec @now: a back-off bar
+ * that runs, a refusal whose bar runs or ended less than its length ago,
+ * a remeasure less than TWED_AUTO_COOLDOWN_MAX_SECONDS ago.  One with no
+ * part at all is a record that the VM's bars are gone. */
+gboolean      twed_auto_bars_hold (const TwedAutoBars *bars, gint64 now);
+
+/* Appends to @out the bars of the VMs on @host (every host when NULL):
+ * all that hold something, or (@changed_only) those that changed since
+ * they were last appended, including bars gone (a record that holds
+ * nothing) and VMs forgotten.  @mono_now and @real_now are the same
+ * instant on the reads' clock and in Unix usec. */
+void twed_auto_save_bars (TwedAuto *ctl, const char *host, gboolean changed_only, gint64 mono_now,
+                          gint64 real_now, GPtrArray *out);
+/* Takes the bars saved before a restart into a controller that has not
+ * read their VMs yet (twedd's start), those that still hold something
+ * at @real_now; returns how many VMs.  A refusal holds only if the
+ * VM's first read shows the same domain id (the same QEMU process). */
+guint twed_auto_restore_bars (TwedAuto *ctl, const GPtrArray *bars, gint64 mono_now, gint64 real_now);
+/* What the last saves returned may not have been kept (an append that
+ * failed): the next save of each host returns again every VM's bars that
+ * hold something. */
+void  twed_auto_bars_unsaved (TwedAuto *ctl);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (TwedAuto, twed_auto_unref)
 
 G_END_DECLS

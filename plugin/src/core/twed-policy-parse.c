@@ -484,7 +484,7 @@ parse_auto (JsonNode *node, const char *path, TwedAutoParams *ap, GError **error
       !get_fraction (obj, "min_gain", path, 0, 1, &ap->min_gain, error) ||
       !get_seconds (obj, "dwell_seconds", path, 1, 86400, &ap->dwell_seconds, error) ||
       !get_seconds (obj, "stale_seconds", path, 1, 86400, &ap->stale_seconds, error) ||
-      !get_seconds (obj, "cooldown_seconds", path, 0, 604800, &ap->cooldown_seconds, error) ||
+      !get_seconds (obj, "cooldown_seconds", path, 0, TWED_AUTO_COOLDOWN_MAX_SECONDS, &ap->cooldown_seconds, error) ||
       !get_seconds (obj, "baseline_seconds", path, 0, 604800, &ap->baseline_seconds, error))
     return FALSE;
   /* A step up needs more than min_gain and no more than 1 - min_gain

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* "bars" is optional: a state of a twedd before the controller's bars
+ * were kept has none, and such a twedd ignores them (a rollback keeps
+ * its budget and VM history). */
 #define STATE_VERSION 1
 /* Counts and seconds beyond these are no state this daemon wrote. */
 #define MAX_COUNT 100000000
@@ -27,6 +30,7 @@ twed_state_new (void)
   s->per_policy = counts_new ();
   s->per_host = counts_new ();
   s->vms = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  s->bars = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
   return s;
 }
 
@@ -38,6 +42,7 @@ twed_state_free (TwedState *s)
   g_hash_table_unref (s->per_policy);
   g_hash_table_unref (s->per_host);
   g_ptr_array_unref (s->vms);
+  g_ptr_array_unref (s->bars);
   g_free (s->hold);
   g_free (s);
 }
@@ -146,6 +151,52 @@ add_failures (JsonBuilder *b, const TwedVmRecord *r)
     }
 }
 
+static void
+add_int (JsonBuilder *b, const char *name, gint64 value)
+{
+  json_builder_set_member_name (b, name);
+  json_builder_add_int_value (b, value);
+}
+
+/* A VM's bars: only the parts it has; none at all says it has none. */
+static void
+add_bars (JsonBuilder *b, const TwedAutoBars *r)
+{
+  json_builder_begin_object (b);
+  json_builder_set_member_name (b, "host");
+  json_builder_add_string_value (b, r->host);
+  json_builder_set_member_name (b, "vm");
+  json_builder_add_string_value (b, r->vm);
+  if (r->domain_id > 0)
+    add_int (b, "domain_id", r->domain_id);
+  if (r->barred_from >= 0)
+    {
+      add_int (b, "barred_from", r->barred_from);
+      add_int (b, "barred_until", r->barred_until / 1000);
+    }
+  if (r->refused_from >= 0)
+    {
+      add_int (b, "refused_from", r->refused_from);
+      add_int (b, "refused_until", r->refused_until / 1000);
+      add_int (b, "refused_bar", r->refused_bar / 1000);
+    }
+  if (r->remeasured_at)
+    add_int (b, "remeasured", r->remeasured_at / 1000);
+  json_builder_end_object (b);
+}
+
+static void
+add_bars_list (JsonBuilder *b, const GPtrArray *bars)
+{
+  if (!bars || !bars->len)
+    return;
+  json_builder_set_member_name (b, "bars");
+  json_builder_begin_array (b);
+  for (guint i = 0; bars && i < bars->len; i++)
+    add_bars (b, g_ptr_array_index (bars, i));
+  json_builder_end_array (b);
+}
+
 static char *
 generate (JsonBuilder *b)
 {
@@ -180,6 +231,7 @@ twed_state_to_json (const TwedState *s)
       json_builder_end_object (b);
     }
   json_builder_end_array (b);
+  add_bars_list (b, s->bars);
   json_builder_end_object (b);
   return generate (b);
 }
@@ -213,7 +265,8 @@ add_records (JsonBuilder *b, const char *name, const GPtrArray *records,
 }
 
 char *
-twed_state_log_record (const TwedState *interval, const GPtrArray *changed, const GPtrArray *failed)
+twed_state_log_record (const TwedState *interval, const GPtrArray *changed, const GPtrArray *failed,
+                       const GPtrArray *bars)
 {
   g_autoptr(JsonBuilder) b = json_builder_new ();
   g_autofree char *text = NULL;
@@ -223,6 +276,7 @@ twed_state_log_record (const TwedState *interval, const GPtrArray *changed, cons
     add_interval (b, interval);
   add_records (b, "changed", changed, add_changed);
   add_records (b, "failed", failed, add_failures);
+  add_bars_list (b, bars);
   json_builder_end_object (b);
   text = generate (b);
   /* One line: the generator writes none inside (no pretty printing). */
@@ -352,6 +406,135 @@ parse_vm (JsonNode *n, gboolean changed, gboolean failures, GError **error)
   return r;
 }
 
+/* An optional integer member in @min..@max: FALSE with @error when it
+ * is there and not one; *@has whether it is there. */
+static gboolean
+get_opt_int (JsonObject *o, const char *name, gint64 min, gint64 max, gboolean *has, gint64 *out, GError **error)
+{
+  *has = json_object_has_member (o, name);
+  *out = 0;
+  if (!*has)
+    return TRUE;
+  if (!get_int (o, name, max, out, error))
+    return FALSE;
+  if (*out < min)
+    {
+      g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "\"%s\": %" G_GINT64_FORMAT " out of range", name, *out);
+      return FALSE;
+    }
+  return TRUE;
+}
+
+static const char *const bars_members[] = {
+  "host", "vm", "domain_id", "barred_from", "barred_until", "refused_from", "refused_until", "refused_bar",
+  "remeasured", NULL
+};
+
+/* A VM's bars: its key, and each part whole or absent. */
+static TwedAutoBars *
+parse_bars (JsonNode *n, GError **error)
+{
+  g_autoptr(GList) members = NULL;
+  JsonObject *o;
+  const char *host, *vm;
+  gint64 id, from, until, rfrom, runtil, rbar, remeasured;
+  gboolean has_id, has_from, has_until, has_rfrom, has_runtil, has_rbar, has_remeasured;
+  TwedAutoBars *r;
+
+  if (!JSON_NODE_HOLDS_OBJECT (n))
+    {
+      bad (error, "want an object");
+      return NULL;
+    }
+  o = json_node_get_object (n);
+  members = json_object_get_members (o);
+  for (GList *l = members; l; l = l->next)
+    if (!g_strv_contains (bars_members, l->data))
+      {
+        g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "\"%s\": not a member of a VM's bars",
+                     (const char *) l->data);
+        return NULL;
+      }
+  if (!(host = get_string (o, "host", FALSE, error)) || !(vm = get_string (o, "vm", FALSE, error)) ||
+      !get_opt_int (o, "domain_id", 1, G_MAXINT, &has_id, &id, error) ||
+      !get_opt_int (o, "barred_from", 0, TWED_DELAY_LIMIT, &has_from, &from, error) ||
+      !get_opt_int (o, "barred_until", 1, MAX_MS, &has_until, &until, error) ||
+      !get_opt_int (o, "refused_from", 0, TWED_DELAY_LIMIT, &has_rfrom, &rfrom, error) ||
+      !get_opt_int (o, "refused_until", 1, MAX_MS, &has_runtil, &runtil, error) ||
+      /* A bar of 0 would never double: asked again every dwell. */
+      !get_opt_int (o, "refused_bar", 1, (gint64) TWED_AUTO_COOLDOWN_MAX_SECONDS * 1000, &has_rbar, &rbar, error) ||
+      !get_opt_int (o, "remeasured", 1, MAX_MS, &has_remeasured, &remeasured, error))
+    return NULL;
+  if (has_from != has_until)
+    {
+      bad (error, "\"barred_from\" and \"barred_until\": want both or neither");
+      return NULL;
+    }
+  if (has_rfrom != has_runtil || has_rfrom != has_rbar)
+    {
+      bad (error, "\"refused_from\", \"refused_until\" and \"refused_bar\": want all or none");
+      return NULL;
+    }
+  r = twed_auto_bars_new (host, vm);
+  r->domain_id = (int) id;
+  r->barred_from = has_from ? (int) from : -1;
+  r->barred_until = until * 1000;
+  r->refused_from = has_rfrom ? (int) rfrom : -1;
+  r->refused_until = runtil * 1000;
+  r->refused_bar = rbar * 1000;
+  r->remeasured_at = remeasured * 1000;
+  return r;
+}
+
+static gboolean
+bars_none (const TwedAutoBars *b)
+{
+  return b->barred_from < 0 && b->refused_from < 0 && !b->remeasured_at;
+}
+
+static char *
+bars_key (const TwedAutoBars *b)
+{
+  return g_strdup_printf ("%s\n%s", b->host, b->vm);
+}
+
+/* The member "bars" (absent: none) into @out.  In a state written whole
+ * (@whole) each VM on a host once, each holding something; a record may
+ * say that a VM's bars are gone. */
+static gboolean
+parse_bars_list (JsonObject *o, gboolean whole, GPtrArray *out, GError **error)
+{
+  JsonNode *a = json_object_get_member (o, "bars");
+  g_autoptr(GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+
+  if (!a)
+    return TRUE;
+  if (!JSON_NODE_HOLDS_ARRAY (a))
+    return bad (error, "\"bars\": want an array");
+  for (guint i = 0; i < json_array_get_length (json_node_get_array (a)); i++)
+    {
+      TwedAutoBars *r = parse_bars (json_array_get_element (json_node_get_array (a), i), error);
+
+      if (r && whole && bars_none (r))
+        {
+          bad (error, "holds nothing: want barred_from, refused_from or remeasured");
+          g_clear_pointer (&r, twed_auto_bars_free);
+        }
+      if (r && whole && !g_hash_table_add (seen, bars_key (r)))
+        {
+          g_set_error (error, TWED_ERROR, TWED_ERROR_INVALID, "VM %s on host %s twice", r->vm, r->host);
+          g_clear_pointer (&r, twed_auto_bars_free);
+        }
+      if (!r)
+        {
+          g_prefix_error (error, "\"bars\"[%u]: ", i);
+          return FALSE;
+        }
+      g_ptr_array_add (out, r);
+    }
+  return TRUE;
+}
+
 /* The interval's members into @s. */
 static gboolean
 parse_interval (JsonObject *o, TwedState *s, GError **error)
@@ -419,6 +602,8 @@ twed_state_from_json (const char *data, gssize len, GError **error)
                    STATE_VERSION);
       return NULL;
     }
+  if (!parse_bars_list (o, TRUE, s->bars, error))
+    return NULL;
   /* Written by every daemon with a record log; 0 before. */
   if (json_object_has_member (o, "log") && !get_int (o, "log", MAX_MS, &log, error))
     return NULL;
@@ -452,6 +637,7 @@ typedef struct {
   TwedState *s;
   GHashTable *changed;          /* vm (the record's) -> TwedVmRecord in s->vms */
   GHashTable *failed;           /* "host\nvm" -> TwedVmRecord in s->vms */
+  GHashTable *bars;             /* "host\nvm" -> TwedAutoBars (owned) */
 } Replay;
 
 static gboolean
@@ -474,6 +660,15 @@ replay_init (Replay *rp, TwedState *s)
   rp->s = s;
   rp->changed = g_hash_table_new (g_str_hash, g_str_equal);
   rp->failed = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  rp->bars = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) twed_auto_bars_free);
+  for (guint i = 0; i < s->bars->len; i++)
+    {
+      TwedAutoBars *b = g_ptr_array_index (s->bars, i);
+
+      s->bars->pdata[i] = NULL;
+      g_hash_table_replace (rp->bars, bars_key (b), b);
+    }
+  g_ptr_array_set_size (s->bars, 0);
   for (guint i = 0; i < n; i++)
     {
       TwedVmRecord *r = g_ptr_array_index (s->vms, i);
@@ -505,6 +700,47 @@ replay_init (Replay *rp, TwedState *s)
     }
 }
 
+static int
+cmp_keyed_bars (gconstpointer a, gconstpointer b)
+{
+  const TwedAutoBars *x = *(TwedAutoBars *const *) a, *y = *(TwedAutoBars *const *) b;
+  int c = g_strcmp0 (x->host, y->host);
+
+  return c ? c : g_strcmp0 (x->vm, y->vm);
+}
+
+/* The bars of @table, taken from it, into @out sorted by host and VM:
+ * the same bars give the same file. */
+static void
+bars_from_table (GPtrArray *out, GHashTable *table)
+{
+  GHashTableIter it;
+  gpointer value;
+
+  g_hash_table_iter_init (&it, table);
+  while (g_hash_table_iter_next (&it, NULL, &value))
+    {
+      g_ptr_array_add (out, value);
+      g_hash_table_iter_steal (&it);
+    }
+  g_ptr_array_sort (out, cmp_keyed_bars);
+}
+
+/* A record of a VM's bars: the last one holds; one with none removes. */
+static void
+replay_bars (Replay *rp, TwedAutoBars *in)
+{
+  if (bars_none (in))
+    {
+      g_autofree char *key = bars_key (in);
+
+      g_hash_table_remove (rp->bars, key);
+      twed_auto_bars_free (in);
+      return;
+    }
+  g_hash_table_replace (rp->bars, bars_key (in), in);
+}
+
 /* Ends a replay: the records still indexed, in their order. */
 static void
 replay_finish (Replay *rp)
@@ -528,6 +764,8 @@ replay_finish (Replay *rp)
   g_hash_table_unref (rp->failed);
   g_ptr_array_unref (rp->s->vms);
   rp->s->vms = vms;
+  bars_from_table (rp->s->bars, rp->bars);
+  g_hash_table_unref (rp->bars);
 }
 
 static void
@@ -628,6 +866,7 @@ replay_record (Replay *rp, const char *line, gsize n, GError **error)
   g_autoptr(JsonParser) parser = NULL;
   g_autoptr(GPtrArray) changed = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
   g_autoptr(GPtrArray) failed = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_vm_record_free);
+  g_autoptr(GPtrArray) bars = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
   g_autoptr(TwedState) iv = NULL;
   TwedState *s = rp->s;
   JsonObject *o;
@@ -640,7 +879,8 @@ replay_record (Replay *rp, const char *line, gsize n, GError **error)
       if (!parse_interval (o, iv, error))
         return FALSE;
     }
-  if (!parse_list (o, "changed", FALSE, changed, error) || !parse_list (o, "failed", TRUE, failed, error))
+  if (!parse_list (o, "changed", FALSE, changed, error) || !parse_list (o, "failed", TRUE, failed, error) ||
+      !parse_bars_list (o, FALSE, bars, error))
     return FALSE;
   if (iv)
     {
@@ -665,6 +905,8 @@ replay_record (Replay *rp, const char *line, gsize n, GError **error)
     replay_changed (rp, g_steal_pointer (&changed->pdata[i]));
   for (guint i = 0; i < failed->len; i++)
     replay_failed (rp, g_steal_pointer (&failed->pdata[i]));
+  for (guint i = 0; i < bars->len; i++)
+    replay_bars (rp, g_steal_pointer (&bars->pdata[i]));
   return TRUE;
 }
 
@@ -738,4 +980,9 @@ twed_state_prune (TwedState *s, gint64 now, gint64 min_change)
       else
         g_ptr_array_remove_index (s->vms, i);
     }
+  for (guint i = 0; i < s->bars->len;)
+    if (twed_auto_bars_hold (g_ptr_array_index (s->bars, i), now))
+      i++;
+    else
+      g_ptr_array_remove_index (s->bars, i);
 }

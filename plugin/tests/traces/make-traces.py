@@ -269,6 +269,65 @@ then probes again.""", (2, 6), P)
     tr.write()
 
 
+def daemonrestart():
+    tr = Trace("daemonrestart", """The step down of backoff, then twedd restarts (an upgrade, a crash)
+before the cooldown is over: the bar on 3 and above is in its state
+directory, so the new controller measures off again and climbs back to
+2 but no further until the cooldown from the step down has run, as if
+it had not restarted; then it probes 3 again.""", (2, 6), P)
+    lock, nb = neighbour_pays(tr)
+    lock.setting = "fixed:2"
+    tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2")
+    tr.out.append("restart")
+    tr.read("host-b", [lock, nb])
+    tr.expect(lock, "baseline", "fixed:2", "first read since twedd started: measuring from here at 2")
+    tr.read("host-b", [lock, nb]); tr.read("host-b", [lock, nb])
+    tr.expect(lock, "step-down", "off", "nothing measured at off to compare with")
+    lock.setting = "off"
+    tr.read("host-b", [lock, nb]); tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:2")
+    lock.setting = "fixed:2"
+    # t=160: the cut at 2 would climb again; the bar from t=80 holds to t=180
+    tr.read("host-b", [lock, nb]); tr.read("host-b", [lock, nb])
+    tr.expect(lock, "hold", "fixed:2", "+2.0 pts (neigh 45.0 % → 47.0 %), hold: at the back-off ceiling")
+    tr.read("host-b", [lock, nb]); tr.read("host-b", [lock, nb])
+    tr.expect(lock, "hold", "fixed:2", "in one window, judging again")
+    tr.read("host-b", [lock, nb]); tr.read("host-b", [lock, nb])
+    tr.expect(lock, "step-up", "fixed:3", "step up to 3")
+    tr.write()
+
+
+def daemonrestart2():
+    tr = Trace("daemonrestart2", """A step the host refuses (above kvm-arm.twed_max = 3), asked again
+less often each time (bars of 40, 80, 160 and 320 s, cooldown 400 s),
+then twedd restarts during the 320 s bar: the refusal is in its state
+directory for the same domain id, so after measuring off again and
+climbing back to 3 the new controller does not ask for 4 before the bar
+ends, as if it had not restarted; then it asks again.""", (2, 6), dict(P, cooldown=400))
+    a = Vm("vm", "00000000-0000-0000-0000-000000000022", 2, 2, "0-1", 0.5,
+           table({-1: 1000, 2: 800, 3: 550, 4: 300}, {-1: 0.1}))
+    climb_to_4(tr, a)
+    while tr.t < 460:
+        tr.read("host-a", [a])
+    tr.expect(a, "hold", "fixed:3", "hold: 4 not taken when asked (host ceiling or rate limits), asked again in 320 s")
+    tr.out.append("restart")
+    tr.read("host-a", [a]); tr.expect(a, "baseline", "fixed:3", "first read since twedd started")
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "step-down", "off", "nothing measured at off to compare with")
+    a.setting = "off"
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
+    a.setting = "fixed:2"
+    tr.again("host-a", [a], a, a.setting)
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:3")
+    a.setting = "fixed:3"
+    # t=570: the cut at 3 would ask for 4; the bar from t=460 holds to t=780
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "hold", "fixed:3", "hold: 4 not taken when asked (host ceiling or rate limits), asked again in 210 s")
+    while tr.t < 810:
+        tr.read("host-a", [a])
+    tr.expect(a, "step-up", "fixed:4", "step up to 4")
+    tr.write()
+
+
 def spinner():
     tr = Trace("spinner", """2 vCPUs on 1 pCPU, runnable 80 % of the time (the threads sleep
 between rounds): the lock holder waits behind the spinner, which holds
@@ -1109,5 +1168,5 @@ back.""", (2, 14), P)
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
               apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau,
-              pinned, blindneigh, hostdefault, wakeneigh, wakeneigh2):
+              pinned, blindneigh, hostdefault, wakeneigh, wakeneigh2, daemonrestart, daemonrestart2):
         f()
