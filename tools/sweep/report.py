@@ -336,7 +336,7 @@ def write_auto_plots(sweep):
         with open(os.path.join(plot_dir, base + ".gp"), "w", encoding="utf-8") as f:
             f.write(f"""set terminal pngcairo size 1000,560 noenhanced
 set output '{base}.png'
-set title '{setting} on {host} {ratio}, {wl}: TWEDEL (highest over vCPUs) and WFE trap exits per second'
+set title "{setting} on {host} {ratio}, {wl}\\nTWEDEL (highest over vCPUs) and WFE trap exits per second"
 set xlabel 'seconds since the setting was applied (warm-up, then the measured run)'
 set ylabel 'twed_delay (TWEDEL)'
 set y2label 'WFE trap exits/s'
