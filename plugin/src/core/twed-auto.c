@@ -1664,8 +1664,8 @@ bars_record (const char *host, const char *vm, const Bars *b, gint64 to_real)
   return r;
 }
 
-static int
-cmp_bars (gconstpointer pa, gconstpointer pb)
+int
+twed_auto_bars_compare (gconstpointer pa, gconstpointer pb)
 {
   const TwedAutoBars *a = *(TwedAutoBars *const *) pa, *b = *(TwedAutoBars *const *) pb;
   int c = g_strcmp0 (a->host, b->host);
@@ -1745,7 +1745,7 @@ twed_auto_save_bars (TwedAuto *ctl, const char *host, gboolean changed_only, gin
 
       for (guint i = first; i < out->len; i++)
         g_ptr_array_add (mine, out->pdata[i]);
-      g_ptr_array_sort (mine, cmp_bars);
+      g_ptr_array_sort (mine, twed_auto_bars_compare);
       for (guint i = 0; i < mine->len; i++)
         out->pdata[first + i] = mine->pdata[i];
     }

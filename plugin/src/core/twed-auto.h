@@ -128,6 +128,8 @@ void          twed_auto_bars_free (TwedAutoBars *bars);
  * a remeasure less than TWED_AUTO_COOLDOWN_MAX_SECONDS ago.  One with no
  * part at all is a record that the VM's bars are gone. */
 gboolean      twed_auto_bars_hold (const TwedAutoBars *bars, gint64 now);
+/* GCompareFunc of a GPtrArray of TwedAutoBars: by host, then VM. */
+int           twed_auto_bars_compare (gconstpointer a, gconstpointer b);
 
 /* Appends to @out the bars of the VMs on @host (every host when NULL):
  * all that hold something, or (@changed_only) those that changed since

@@ -700,15 +700,6 @@ replay_init (Replay *rp, TwedState *s)
     }
 }
 
-static int
-cmp_keyed_bars (gconstpointer a, gconstpointer b)
-{
-  const TwedAutoBars *x = *(TwedAutoBars *const *) a, *y = *(TwedAutoBars *const *) b;
-  int c = g_strcmp0 (x->host, y->host);
-
-  return c ? c : g_strcmp0 (x->vm, y->vm);
-}
-
 /* The bars of @table, taken from it, into @out sorted by host and VM:
  * the same bars give the same file. */
 static void
@@ -723,7 +714,7 @@ bars_from_table (GPtrArray *out, GHashTable *table)
       g_ptr_array_add (out, value);
       g_hash_table_iter_steal (&it);
     }
-  g_ptr_array_sort (out, cmp_keyed_bars);
+  g_ptr_array_sort (out, twed_auto_bars_compare);
 }
 
 /* A record of a VM's bars: the last one holds; one with none removes. */
