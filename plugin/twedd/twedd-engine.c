@@ -2016,11 +2016,12 @@ twed_engine_free (TwedEngine *e)
       pass_job_free (job);
     }
   g_ptr_array_unref (e->saving);
-  /* Bars a pass changed whose end the main loop has not seen yet. */
   if (e->started_ok)
-    state_record_bars (e, NULL);
-  if (e->started_ok)
-    state_flush (e, TRUE);
+    {
+      /* Bars a pass changed whose end the main loop has not seen yet. */
+      state_record_bars (e, NULL);
+      state_flush (e, TRUE);
+    }
   /* Passes waiting for their grant are the engine's to free. */
   g_clear_pointer (&e->grant_timer, destroy_source);
   for (guint i = 0; i < e->waiting->len; i++)

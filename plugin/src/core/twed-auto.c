@@ -1699,7 +1699,7 @@ twed_auto_save_bars (TwedAuto *ctl, const char *host, gboolean changed_only, gin
                      GPtrArray *out)
 {
   gint64 to_real = real_now - mono_now;
-  guint first = out->len;
+  g_autoptr(GPtrArray) mine = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
 
   g_mutex_lock (&ctl->lock);
   /* Forgotten VMs first: a record that their bars are gone, or, in a
@@ -1716,7 +1716,7 @@ twed_auto_save_bars (TwedAuto *ctl, const char *host, gboolean changed_only, gin
           continue;
         }
       if (changed_only)
-        g_ptr_array_add (out, g_ptr_array_steal_index (ctl->forgotten, i));
+        g_ptr_array_add (mine, g_ptr_array_steal_index (ctl->forgotten, i));
       else
         g_ptr_array_remove_index (ctl->forgotten, i);
     }
@@ -1725,7 +1725,7 @@ twed_auto_save_bars (TwedAuto *ctl, const char *host, gboolean changed_only, gin
       GHashTable *vms = g_hash_table_lookup (ctl->hosts, host);
 
       if (vms)
-        save_host_bars (host, vms, changed_only, mono_now, to_real, out);
+        save_host_bars (host, vms, changed_only, mono_now, to_real, mine);
     }
   else
     {
@@ -1735,20 +1735,12 @@ twed_auto_save_bars (TwedAuto *ctl, const char *host, gboolean changed_only, gin
 
       g_hash_table_iter_init (&it, ctl->hosts);
       while (g_hash_table_iter_next (&it, (gpointer *) &name, (gpointer *) &vms))
-        save_host_bars (name, vms, changed_only, mono_now, to_real, out);
+        save_host_bars (name, vms, changed_only, mono_now, to_real, mine);
     }
   g_mutex_unlock (&ctl->lock);
   /* Sorted, stably: the same bars give the same file. */
-  if (out->len > first)
-    {
-      g_autoptr(GPtrArray) mine = g_ptr_array_new ();
-
-      for (guint i = first; i < out->len; i++)
-        g_ptr_array_add (mine, out->pdata[i]);
-      g_ptr_array_sort (mine, twed_auto_bars_compare);
-      for (guint i = 0; i < mine->len; i++)
-        out->pdata[first + i] = mine->pdata[i];
-    }
+  g_ptr_array_sort (mine, twed_auto_bars_compare);
+  g_ptr_array_extend_and_steal (out, g_steal_pointer (&mine));
 }
 
 /* Only VMs whose saved bars held something: a record of bars gone that

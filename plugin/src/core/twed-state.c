@@ -192,7 +192,7 @@ add_bars_list (JsonBuilder *b, const GPtrArray *bars)
     return;
   json_builder_set_member_name (b, "bars");
   json_builder_begin_array (b);
-  for (guint i = 0; bars && i < bars->len; i++)
+  for (guint i = 0; i < bars->len; i++)
     add_bars (b, g_ptr_array_index (bars, i));
   json_builder_end_array (b);
 }
@@ -492,10 +492,17 @@ bars_none (const TwedAutoBars *b)
   return b->barred_from < 0 && b->refused_from < 0 && !b->remeasured_at;
 }
 
+/* The key of a VM on a host, for records kept by both. */
+static char *
+host_vm_key (const char *host, const char *vm)
+{
+  return g_strdup_printf ("%s\n%s", host, vm);
+}
+
 static char *
 bars_key (const TwedAutoBars *b)
 {
-  return g_strdup_printf ("%s\n%s", b->host, b->vm);
+  return host_vm_key (b->host, b->vm);
 }
 
 /* The member "bars" (absent: none) into @out.  In a state written whole
@@ -649,7 +656,7 @@ record_failed (const TwedVmRecord *r)
 static char *
 failed_key (const TwedVmRecord *r)
 {
-  return g_strdup_printf ("%s\n%s", r->host, r->vm);
+  return host_vm_key (r->host, r->vm);
 }
 
 static void
