@@ -357,6 +357,17 @@ steady_signals (TwedDomain *d, int r, guint twed_delay)
     }
 }
 
+/* A VM of 2 vCPUs on @h at read @r of steady_signals(). */
+static TwedDomain *
+add_steady_vm (TwedHost *h, const char *name, const char *uuid, int r, guint twed_delay)
+{
+  TwedDomain *d = add_dom (h, name, 2, NULL);
+
+  d->uuid = g_strdup (uuid);
+  steady_signals (d, r, twed_delay);
+  return d;
+}
+
 /* Read @r of one VM "a" of 2 vCPUs (steady_signals()) on a host of
  * @ncpus pCPUs, planned with @ctl under @set. */
 static TwedPlan *
@@ -365,10 +376,8 @@ plan_one_vm (TwedPolicySet *set, TwedAuto *ctl, guint ncpus, int r, guint twed_d
   g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
   TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, ctl };
   TwedHost *h = plan_host_new (ncpus);
-  TwedDomain *d = add_dom (h, "a", 2, NULL);
 
-  d->uuid = g_strdup ("00000000-0000-0000-0000-000000000041");
-  steady_signals (d, r, twed_delay);
+  add_steady_vm (h, "a", "00000000-0000-0000-0000-000000000041", r, twed_delay);
   twed_host_compute (h);
   g_ptr_array_add (hosts, h);
   return twed_plan_build (hosts, set, &o);
@@ -484,8 +493,6 @@ test_bars_restart (void)
   g_autoptr(TwedHost) host = plan_host_new (2);
   g_autoptr(TwedHost) later = plan_host_new (2);
   const TwedAutoBars *b;
-  TwedDomain *d;
-
   TwedAutoBars *same = bars_new ("same", 1, 7, real + 900 * s, 9, real + 30 * s);
 
   same->remeasured_at = real - 600 * s;
@@ -512,12 +519,8 @@ test_bars_restart (void)
   g_assert_null (find_bars (out, "old"));
 
   /* The first read, 10 s on: both domains have id 1. */
-  d = add_dom (host, "same", 2, NULL);
-  d->uuid = g_strdup ("same");
-  steady_signals (d, 11, 7);
-  d = add_dom (host, "other", 2, NULL);
-  d->uuid = g_strdup ("other");
-  steady_signals (d, 11, 6);
+  add_steady_vm (host, "same", "same", 11, 7);
+  add_steady_vm (host, "other", "other", 11, 6);
   twed_host_compute (host);
   twed_auto_observe (ctl, host, 0);
   twed_auto_save_bars (ctl, "h", TRUE, 110 * s, real + 10 * s, changed);
@@ -530,9 +533,7 @@ test_bars_restart (void)
 
   /* Two hours on, "other" no longer read: forgotten, and recorded as
    * holding nothing; "same"'s back-off bar ran out meanwhile. */
-  d = add_dom (later, "same", 2, NULL);
-  d->uuid = g_strdup ("same");
-  steady_signals (d, 731, 7);
+  add_steady_vm (later, "same", "same", 731, 7);
   twed_host_compute (later);
   twed_auto_observe (ctl, later, 3600 * s);
   twed_auto_save_bars (ctl, "h", TRUE, 7310 * s, real + 7210 * s, changed);
@@ -572,7 +573,7 @@ test_bars_state_file (void)
   g_autoptr(GError) error = NULL;
   TwedAutoBars *b = bars_new ("far", 1, 5, real + 2 * week, 8, real + 3 * week);
   const TwedAutoBars *r;
-  TwedDomain *d, *far;
+  TwedDomain *far;
   TwedSetting bounds = { TWED_MODE_AUTO, 0, 2, 6 };
   TwedAutoParams params;
   TwedAutoVerdict v = { 0 };
@@ -610,12 +611,8 @@ test_bars_state_file (void)
   /* The first read of "noid" (id 1): a refusal of no known process goes.
    * "far" is decided on under a cooldown of 100 s: its bars hold no
    * longer than that from now. */
-  d = add_dom (host, "noid", 2, NULL);
-  d->uuid = g_strdup ("noid");
-  steady_signals (d, 101, 0);
-  far = add_dom (host, "far", 2, NULL);
-  far->uuid = g_strdup ("far");
-  steady_signals (far, 101, 0);
+  add_steady_vm (host, "noid", "noid", 101, 0);
+  far = add_steady_vm (host, "far", "far", 101, 0);
   twed_host_compute (host);
   twed_auto_observe (again, host, 0);
   twed_auto_params_init (&params);
