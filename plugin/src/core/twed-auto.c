@@ -171,8 +171,9 @@ typedef struct {
   gint64 refused_bar;       /* how long they were barred last time (usec) */
   guint uncut;              /* judged windows in a row at this level that did not cut the
                              * exits by min_gain of off's */
-  guint cut_run;            /* judged windows in a row at this level whose pool cut the
-                             * exits against the level below */
+  guint cut_run;            /* judged windows at this level whose pool cut the exits
+                             * against the level below, since one that did not cut
+                             * them against off */
   int pending;              /* level last decided, LEVEL_NONE = none */
   int pending_from;         /* the level it was decided at */
   gboolean pending_protective; /* it undoes a cost: sent again, it keeps its priority */
@@ -1471,9 +1472,9 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       st->uncut++;
     else
       st->uncut = 0;
-    /* Two judgements of the cut in a row: a window that did not cut
-     * the exits against off breaks the run, one that judged something
-     * else (a ceiling, half the margin) does not. */
+    /* Two judgements of the cut: a window that did not cut the exits
+     * against off breaks the run, one that judged something else (a
+     * ceiling, half the margin, exits that stopped falling) does not. */
     if (st->uncut)
       st->cut_run = 0;
     if (st->uncut == 1)
@@ -1502,11 +1503,14 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                g_strdup_printf ("%s, hold: more than half the margin", f));
     else if (level < top && !cut_below (st, level, e, e_off, p->min_gain, &below))
       {
-        st->cut_run = 0;
         /* The exits are still well above what is left to gain, but
          * this level saved nothing more than the one below it: a longer
          * window only costs.  Hold; stepping back on the same pooled
-         * figures would be stepping on noise. */
+         * figures would be stepping on noise.  Nor is the cut run
+         * broken: the pool the next window is judged on holds this one,
+         * so a cut found there again outweighs it (with a cut per level
+         * near min_gain, as with 4 vCPUs on 2 pCPUs, two in a row took
+         * a coin's chances per level). */
         g_autofree char *bn = level_name (below);
 
         verdict (out, TWED_AUTO_HOLD, level,
@@ -1516,8 +1520,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     else if (level < top && ++st->cut_run < 2 && !fresh)
       {
         /* One window's pool is the noise the pooling is there to
-         * remove: a step up needs the cut in two judged windows in a
-         * row at this level (so each level left upward has two).  A
+         * remove: a step up needs the cut in two judged windows at this
+         * level (so each level left upward has two).  A
          * newcomer's hold below says more, and counts the cut too. */
         g_autofree char *bn = level_name (below);
         double at_below = below == LEVEL_OFF ? e_off : pooled_rate (&st->stats[below + 1]);

@@ -403,6 +403,39 @@ in two judgements in a row, and auto steps up.""", (2, 6), P)
     tr.write()
 
 
+def noisyclimb():
+    tr = Trace("noisyclimb", """A climb whose cut per level is close to min_gain, as recorded with
+4 vCPUs on 2 pCPUs: at 3 one window cuts the exits against 2 by more
+than min_gain of off's, the next one, pooled with it, by less (a hold:
+exits stopped falling), the third again by more.  The window that fell
+short is in the pool the third one was judged on, so the two cuts count
+as two judgements and auto steps up; it does not start the pair again
+on every window of noise, which climbed 6..8 at a level per 30 s there.""", (2, 6), P)
+    n = [0]
+
+    def model(level):
+        if level == 3:
+            n[0] += 1
+            return (560, 720, 500, 500)[min((n[0] - 1) // 2, 3)], 0.1
+        return {-1: 1000, 2: 700}.get(level, 400), 0.1
+    a = Vm("lock", "00000000-0000-0000-0000-00000000001c", 1, 4, "0-1", 1.0, model)
+    first_read(tr, "host-a", [a]); tr.expect(a, "baseline", "off")
+    tr.never(a, "step-down")
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
+    a.setting = "fixed:2"
+    tr.again("host-a", [a], a, a.setting)
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:3")
+    a.setting = "fixed:3"
+    tr.again("host-a", [a], a, a.setting)
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "hold", "fixed:3", "wfe exits/s 1000 at off → 640 at 3 (64 %), run-queue wait share +0.0 pts "
+              "(lock 10.0 % → 10.0 %), hold: exits stopped falling: 64 % of off's at 3, 70 % at 2")
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "step-up", "fixed:4", "wfe exits/s 1000 at off → 593 at 3 (59 %), run-queue wait share +0.0 pts "
+              "(lock 10.0 % → 10.0 %), step up to 4 (cut from 70 % of off's at 2)")
+    tr.write()
+
+
 def signals():
     tr = Trace("signals", """Signals missing from reads after a complete one (a vCPU without
 wfe_exit_stat, as in a read taken while a change of the domain is in
@@ -1167,6 +1200,6 @@ back.""", (2, 14), P)
 
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
-              apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau,
+              apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau, noisyclimb,
               pinned, blindneigh, hostdefault, wakeneigh, wakeneigh2, daemonrestart, daemonrestart2):
         f()
