@@ -173,7 +173,10 @@ typedef struct {
                              * exits by min_gain of off's */
   guint cut_run;            /* judged windows at this level whose pool cut the exits
                              * against the level below, since one that did not cut
-                             * them against off */
+                             * them against off or a second one whose exits stopped
+                             * falling */
+  guint flat;               /* judged windows at this level whose exits stopped falling,
+                             * since the last one that cut them */
   int pending;              /* level last decided, LEVEL_NONE = none */
   int pending_from;         /* the level it was decided at */
   gboolean pending_protective; /* it undoes a cost: sent again, it keeps its priority */
@@ -393,6 +396,7 @@ stats_reset (VmState *st)
   st->return_to = LEVEL_NONE;
   st->uncut = 0;
   st->cut_run = 0;
+  st->flat = 0;
 }
 
 static void
@@ -516,6 +520,16 @@ missing_signal (guint have)
   return "time";
 }
 
+/* A judged window whose pool cut the exits against the level below:
+ * one more judgement of the pair, and the end of a run of windows whose
+ * exits stopped falling.  Returns the judgements so far. */
+static guint
+cut_counted (VmState *st)
+{
+  st->flat = 0;
+  return ++st->cut_run;
+}
+
 /* A new window at the setting, judged afresh: the runs of windows
  * that did or did not cut the exits start again too. */
 static void
@@ -523,6 +537,7 @@ window_restart (VmState *st)
 {
   st->uncut = 0;
   st->cut_run = 0;
+  st->flat = 0;
   window_reset (st);
 }
 
@@ -1474,7 +1489,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       st->uncut = 0;
     /* Two judgements of the cut: a window that did not cut the exits
      * against off breaks the run, one that judged something else (a
-     * ceiling, half the margin, exits that stopped falling) does not. */
+     * ceiling, half the margin, exits that stopped falling once) does
+     * not. */
     if (st->uncut)
       st->cut_run = 0;
     if (st->uncut == 1)
@@ -1507,17 +1523,22 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
          * this level saved nothing more than the one below it: a longer
          * window only costs.  Hold; stepping back on the same pooled
          * figures would be stepping on noise.  Nor is the cut run
-         * broken: the pool the next window is judged on holds this one,
-         * so a cut found there again outweighs it (with a cut per level
-         * near min_gain, as with 4 vCPUs on 2 pCPUs, two in a row took
-         * a coin's chances per level). */
+         * broken by one such window: the pool the next window is judged
+         * on holds it, so a cut found there again outweighs it (with a
+         * cut per level near min_gain, as with 4 vCPUs on 2 pCPUs, two
+         * in a row took a coin's chances per level).  A second one is a
+         * plateau, not noise: the pair starts again, so that two lucky
+         * pools far apart do not climb it. */
         g_autofree char *bn = level_name (below);
+
+        if (++st->flat >= 2)
+          st->cut_run = 0;
 
         verdict (out, TWED_AUTO_HOLD, level,
                  g_strdup_printf ("%s, hold: exits stopped falling: %.0f %% of off's at %s, %.0f %% at %s", f,
                                   e / e_off * 100, ln, pooled_rate (&st->stats[below + 1]) / e_off * 100, bn));
       }
-    else if (level < top && ++st->cut_run < 2 && !fresh)
+    else if (level < top && cut_counted (st) < 2 && !fresh)
       {
         /* One window's pool is the noise the pooling is there to
          * remove: a step up needs the cut in two judged windows at this

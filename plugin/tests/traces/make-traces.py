@@ -436,6 +436,40 @@ on every window of noise, which climbed 6..8 at a level per 30 s there.""", (2, 
     tr.write()
 
 
+def flatpair():
+    tr = Trace("flatpair", """A cut, then a plateau: at 3 one window cuts the exits against 2 by
+more than min_gain of off's, the next two, pooled with it, by less
+(exits stopped falling twice), and the fourth again by more.  Two
+windows that stopped falling are a plateau, not noise: the pair starts
+again, so the fourth window is one judgement ("judging again") and the
+step up comes with the fifth, not on two lucky pools that share little.""", (2, 6), P)
+    n = [0]
+
+    def model(level):
+        if level == 3:
+            n[0] += 1
+            return (560, 720, 680, 400, 400)[min((n[0] - 1) // 2, 4)], 0.1
+        return {-1: 1000, 2: 700}.get(level, 400), 0.1
+    a = Vm("lock", "00000000-0000-0000-0000-00000000001d", 1, 4, "0-1", 1.0, model)
+    first_read(tr, "host-a", [a]); tr.expect(a, "baseline", "off")
+    tr.never(a, "step-down")
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
+    a.setting = "fixed:2"
+    tr.again("host-a", [a], a, a.setting)
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:3")
+    a.setting = "fixed:3"
+    tr.again("host-a", [a], a, a.setting)
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "hold", "fixed:3", "hold: exits stopped falling: 64 % of off's at 3, 70 % at 2")
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "hold", "fixed:3", "hold: exits stopped falling: 65 % of off's at 3, 70 % at 2")
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "hold", "fixed:3", "hold: cut from 70 % of off's at 2 in one window, judging again")
+    tr.read("host-a", [a]); tr.read("host-a", [a])
+    tr.expect(a, "step-up", "fixed:4", "step up to 4 (cut from 70 % of off's at 2)")
+    tr.write()
+
+
 def signals():
     tr = Trace("signals", """Signals missing from reads after a complete one (a vCPU without
 wfe_exit_stat, as in a read taken while a change of the domain is in
@@ -1178,7 +1212,8 @@ def noisyplateau():
     tr = Trace("noisyplateau", """Exits that stop falling at 3 (40 % of off's from there up), each
 read scaled by up to half either way as recorded at one setting.  A
 step up needs the cut against the level below in two judged windows
-in a row on pools of at least two windows, so the noise does not climb
+on pools of at least two windows (two windows whose exits stopped
+falling since the last cut start the pair again), so the noise does not climb
 it to its bound: it stops within two levels of the knee and never steps
 back.""", (2, 14), P)
     k = [0]
@@ -1200,6 +1235,6 @@ back.""", (2, 14), P)
 
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
-              apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau, noisyclimb,
+              apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau, noisyclimb, flatpair,
               pinned, blindneigh, hostdefault, wakeneigh, wakeneigh2, daemonrestart, daemonrestart2):
         f()
