@@ -360,6 +360,43 @@ class CommandLine(unittest.TestCase):
         self.assertIn("/nonexistent/m.json: $: cannot read", p.stderr)
 
 
+class QuietStretches(unittest.TestCase):
+    """Sessions under twedd: stretches without a WFE trap exit."""
+
+    SERIES = [{"t": 0, "wfe_exit_stat": 1, "twed_delay": [0, 0]},
+              {"t": 1, "wfe_exit_stat": 5, "twed_delay": [6, 6]},
+              {"t": 2, "wfe_exit_stat": 5, "twed_delay": [6, 6]},
+              {"t": 12, "wfe_exit_stat": 5, "twed_delay": [0, 6]},
+              {"t": 13, "wfe_exit_stat": 9, "twed_delay": [6, 6]},
+              {"t": 17, "wfe_exit_stat": 9, "twed_delay": [6, 6]},
+              {"t": 18, "wfe_exit_stat": None, "twed_delay": [6, 6]},
+              {"t": 30, "wfe_exit_stat": None, "twed_delay": [6, 6]},
+              {"t": 31, "wfe_exit_stat": 12, "twed_delay": [7, 7]},
+              {"t": 45, "wfe_exit_stat": 12, "twed_delay": [0, 7]}]
+
+    def test_stretches(self):
+        # 1..12 s quiet; 13..17 too short; the samples without the stat
+        # are no evidence either way; 31..45 runs to the end.
+        self.assertEqual(report.quiet_stretches(self.SERIES),
+                         [(1, 12, [0, 6]), (31, 45, [0, 7])])
+        self.assertEqual(report.quiet_stretches(self.SERIES, 12), [(31, 45, [0, 7])])
+        self.assertEqual(report.quiet_stretches(self.SERIES[:2]), [])
+
+    def test_section(self):
+        class Points:
+            points = {("host-b", "2:1", "lockstress", "auto-6-14"): [
+                {"repetition": 2, "auto": {"series": self.SERIES}},
+                {"repetition": 1, "auto": {"series": self.SERIES[:3]}}],
+                ("host-b", "2:1", "lockstress", "fixed-9-twedd"): [
+                {"repetition": 1, "twedd": {"series": self.SERIES[4:6]}}]}
+        text = report.write_quiet(Points())
+        self.assertIn("| host-b | 2:1 | auto-6-14 | 2 | 1–12 s | 11 s | [0, 6] |", text)
+        self.assertIn("| host-b | 2:1 | auto-6-14 | 2 | 31–45 s | 14 s | [0, 7] |", text)
+        self.assertEqual(text.count("| host-b |"), 2)
+        Points.points = {k: v for k, v in Points.points.items() if k[3] == "fixed-9-twedd"}
+        self.assertTrue(report.write_quiet(Points()).endswith("\nNone.\n"))
+
+
 class Report(unittest.TestCase):
     """Outputs from the recorded raw results of fixtures/short-sweep."""
 

@@ -299,6 +299,54 @@ def write_versus_off(sweep):
     return text
 
 
+# A session under twedd runs lockstress-like work on every vCPU: a few
+# seconds without one WFE trap exit is noise, this long is a guest that
+# stopped contending (a vCPU blocked or starved) while twedd went on
+# deciding, which its figures must not hide.
+QUIET_SECONDS = 8
+
+
+def quiet_stretches(series, min_seconds=QUIET_SECONDS):
+    """The stretches of SERIES (samples with t, wfe_exit_stat, twed_delay)
+    without a WFE trap exit, MIN_SECONDS or longer: (from, to, twed_delay
+    at the end) each.  A sample without the stat ends a stretch."""
+    out = []
+    first = last = None
+    for a, b in zip(series, series[1:]):
+        if a.get("wfe_exit_stat") is not None and a.get("wfe_exit_stat") == b.get("wfe_exit_stat"):
+            first = first or a
+            last = b
+            continue
+        if first and last["t"] - first["t"] >= min_seconds:
+            out.append((first["t"], last["t"], last.get("twed_delay")))
+        first = last = None
+    if first and last["t"] - first["t"] >= min_seconds:
+        out.append((first["t"], last["t"], last.get("twed_delay")))
+    return out
+
+
+def write_quiet(sweep):
+    """The quiet stretches of every session under twedd, as a table."""
+    rows = []
+    for (host, ratio, wl, setting), runs in sorted(sweep.points.items()):
+        for r in sorted(runs, key=lambda r: r["repetition"]):
+            under = r.get("auto") or r.get("twedd")
+            if not under or not under.get("series"):
+                continue
+            for t0, t1, delay in quiet_stretches(under["series"]):
+                rows.append(f"| {host} | {ratio} | {setting} | {r['repetition']} | {t0:.0f}–{t1:.0f} s | "
+                            f"{t1 - t0:.0f} s | {delay} |")
+    head = (f"Stretches of at least {QUIET_SECONDS} s without a single WFE trap exit in a session under "
+            "twedd (its warm-up and run; seconds since the setting was applied), with each vCPU's "
+            "twed_delay at the end (0: TWE clear, the vCPU had its pCPU to itself when last loaded). "
+            "With the workload on every vCPU such a stretch is a guest that stopped contending, a vCPU "
+            "blocked or starved, not a delay that saved every exit; twedd's decisions then were taken on it.\n")
+    if not rows:
+        return head + "\nNone.\n"
+    return (head + "\n| host | overcommit | setting | rep | when | length | twed_delay |\n"
+            "|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
+
+
 def write_auto_plots(sweep):
     """Delay and WFE exits over time for the auto runs: one PNG per host,
     ratio and workload, one line per repetition."""
@@ -530,8 +578,10 @@ def write_report(out_dir):
               "percentile-bootstrap confidence interval (4000 resamples of each side), as a "
               "change of off's median. Where the interval includes 0 the verdict is "
               "\"no difference shown\": the runs cannot tell the setting from off.\n",
-              vs_off or "No `off` runs to compare with.\n",
-              "## Plots\n"]
+              vs_off or "No `off` runs to compare with.\n"]
+    if any(r.get("auto") or r.get("twedd") for r in sweep.runs):
+        parts += ["## Quiet stretches under twedd\n", write_quiet(sweep)]
+    parts += ["## Plots\n"]
     if plots:
         parts += [f"![{os.path.basename(p)}]({p})\n" for p in plots]
     else:
