@@ -403,22 +403,23 @@ in two judgements in a row, and auto steps up.""", (2, 6), P)
     tr.write()
 
 
-def noisyclimb():
-    tr = Trace("noisyclimb", """A climb whose cut per level is close to min_gain, as recorded with
-4 vCPUs on 2 pCPUs: at 3 one window cuts the exits against 2 by more
-than min_gain of off's, the next one, pooled with it, by less (a hold:
-exits stopped falling), the third again by more.  The window that fell
-short is in the pool the third one was judged on, so the two cuts count
-as two judgements and auto steps up; it does not start the pair again
-on every window of noise, which climbed 6..8 at a level per 30 s there.""", (2, 6), P)
+def windows_at_3(*rates):
+    """A lock-heavy VM's model: exits/s 1000 at off, 700 at 2, and at 3 the
+    given rate for each window of two reads in turn (the last one from
+    then on); 400 above."""
     n = [0]
 
     def model(level):
         if level == 3:
             n[0] += 1
-            return (560, 720, 500, 500)[min((n[0] - 1) // 2, 3)], 0.1
+            return rates[min((n[0] - 1) // 2, len(rates) - 1)], 0.1
         return {-1: 1000, 2: 700}.get(level, 400), 0.1
-    a = Vm("lock", "00000000-0000-0000-0000-00000000001c", 1, 4, "0-1", 1.0, model)
+    return model
+
+
+def climb_to_3(tr, a):
+    """From the first read at off, never stepping down: 2, then 3, in
+    force and read again."""
     first_read(tr, "host-a", [a]); tr.expect(a, "baseline", "off")
     tr.never(a, "step-down")
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
@@ -427,6 +428,18 @@ on every window of noise, which climbed 6..8 at a level per 30 s there.""", (2, 
     tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:3")
     a.setting = "fixed:3"
     tr.again("host-a", [a], a, a.setting)
+
+
+def noisyclimb():
+    tr = Trace("noisyclimb", """A climb whose cut per level is close to min_gain, as recorded with
+4 vCPUs on 2 pCPUs: at 3 one window cuts the exits against 2 by more
+than min_gain of off's, the next one, pooled with it, by less (a hold:
+exits stopped falling), the third again by more.  The window that fell
+short is in the pool the third one was judged on, so the two cuts count
+as two judgements and auto steps up; it does not start the pair again
+on every window of noise, which climbed 6..8 at a level per 30 s there.""", (2, 6), P)
+    a = Vm("lock", "00000000-0000-0000-0000-00000000001c", 1, 4, "0-1", 1.0, windows_at_3(560, 720, 500))
+    climb_to_3(tr, a)
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "hold", "fixed:3", "wfe exits/s 1000 at off → 640 at 3 (64 %), run-queue wait share +0.0 pts "
               "(lock 10.0 % → 10.0 %), hold: exits stopped falling: 64 % of off's at 3, 70 % at 2")
@@ -443,22 +456,8 @@ more than min_gain of off's, the next two, pooled with it, by less
 windows that stopped falling are a plateau, not noise: the pair starts
 again, so the fourth window is one judgement ("judging again") and the
 step up comes with the fifth, not on two lucky pools that share little.""", (2, 6), P)
-    n = [0]
-
-    def model(level):
-        if level == 3:
-            n[0] += 1
-            return (560, 720, 680, 400, 400)[min((n[0] - 1) // 2, 4)], 0.1
-        return {-1: 1000, 2: 700}.get(level, 400), 0.1
-    a = Vm("lock", "00000000-0000-0000-0000-00000000001d", 1, 4, "0-1", 1.0, model)
-    first_read(tr, "host-a", [a]); tr.expect(a, "baseline", "off")
-    tr.never(a, "step-down")
-    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
-    a.setting = "fixed:2"
-    tr.again("host-a", [a], a, a.setting)
-    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:3")
-    a.setting = "fixed:3"
-    tr.again("host-a", [a], a, a.setting)
+    a = Vm("lock", "00000000-0000-0000-0000-00000000001d", 1, 4, "0-1", 1.0, windows_at_3(560, 720, 680, 400))
+    climb_to_3(tr, a)
     tr.read("host-a", [a]); tr.read("host-a", [a])
     tr.expect(a, "hold", "fixed:3", "hold: exits stopped falling: 64 % of off's at 3, 70 % at 2")
     tr.read("host-a", [a]); tr.read("host-a", [a])
