@@ -145,6 +145,7 @@ class Runner(unittest.TestCase):
         s = runner.parse_domstats(self.DOMSTATS)
         self.assertEqual(s["sum"], {"wfe_exit_stat": 15, "twed_grow": 4})
         self.assertEqual(s["cur"], {"twed_delay": [4, 6]})
+        self.assertEqual(s["per"], {"wfe_exit_stat": [10, 5], "twed_grow": [3, 1]})
 
     def test_deltas(self):
         before = runner.parse_domstats(self.DOMSTATS)

@@ -212,19 +212,19 @@ def guest_xml(name, vcpus, memory_mib, pinning, cmdline):
 
 def parse_domstats(text):
     """`virsh domstats --vcpu` -> {"sum": {stat: total over vCPUs},
-    "cur": {stat: [per-vCPU values]}} for the kernel's stats
-    (vcpu.N.STAT.sum / .cur)."""
-    sums, curs = {}, {}
+    "per": {stat: [per-vCPU totals]}, "cur": {stat: [per-vCPU values]}}
+    for the kernel's stats (vcpu.N.STAT.sum / .cur)."""
+    pers, curs = {}, {}
     for line in text.splitlines():
         m = re.match(r"^\s*vcpu\.(\d+)\.([A-Za-z0-9_]+)\.(sum|cur)=(-?\d+)\s*$", line)
         if not m:
             continue
         vcpu, stat, kind, value = int(m.group(1)), m.group(2), m.group(3), int(m.group(4))
-        if kind == "sum":
-            sums[stat] = sums.get(stat, 0) + value
-        else:
-            curs.setdefault(stat, {})[vcpu] = value
-    return {"sum": sums, "cur": {k: [v[i] for i in sorted(v)] for k, v in curs.items()}}
+        (pers if kind == "sum" else curs).setdefault(stat, {})[vcpu] = value
+
+    def by_vcpu(d):
+        return {k: [v[i] for i in sorted(v)] for k, v in d.items()}
+    return {"sum": {k: sum(v.values()) for k, v in pers.items()}, "per": by_vcpu(pers), "cur": by_vcpu(curs)}
 
 
 def stats_delta(before, after):

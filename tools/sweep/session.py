@@ -53,6 +53,8 @@ WAIT_MARK = "TWED-SWEEP: WAIT"
 WARM_MARK = "TWED-SWEEP: WARM"
 SAMPLE_SECONDS = 1.0
 STALL_SECONDS = 8
+# The kernel's per-vCPU stats kept with each sample under twedd.
+PER_VCPU_STATS = ("exits", "wfe_exit_stat", "wfi_exit_stat", "halt_wakeup")
 
 
 def session_script(argv, segments, gap, twedd_indices, warmup_argv):
@@ -282,7 +284,10 @@ class SessionRunner:
                     series.append({"t": round(time.monotonic() - t0, 2),
                                    "wfe_exit_stat": st["sum"].get("wfe_exit_stat"),
                                    "exits": st["sum"].get("exits"),
-                                   "twed_delay": st["cur"].get("twed_delay")})
+                                   "twed_delay": st["cur"].get("twed_delay"),
+                                   # Which vCPU ran, trapped or slept: a stretch
+                                   # without WFE exits is told apart by them.
+                                   "vcpus": {k: st["per"][k] for k in PER_VCPU_STATS if k in st["per"]}})
                     # On the emulated cluster a guest has been seen to stop
                     # (no exit at all for 100 s) after a live change in the
                     # middle of its lockstress.  Setting the same values again
