@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Unit tests of twed-sweep (tools/sweep/), without a cluster: statistics,
 result parsing, matrix validation, and the outputs made from the recorded
-raw results in fixtures/short-sweep/ (a real run of short-sweep.json on
-the emulated cluster)."""
+raw results in fixtures/short-sweep/ (a real run on the emulated cluster
+of short-sweep.json as it was then, with a fault workload beside
+lockstress and a guest booted per run)."""
 
 import csv
 import io
