@@ -149,10 +149,10 @@ check_object (JsonNode *node, const char *path, const char *const *allowed,
 }
 
 static gboolean
-parse_globs (JsonNode *node, const char *path, GStrv *out, GError **error)
+parse_globs (JsonNode *node, const char *path, GPtrArray **out, GError **error)
 {
   JsonArray *arr;
-  g_autoptr(GStrvBuilder) b = g_strv_builder_new ();
+  g_autoptr(GPtrArray) globs = NULL;
   guint n;
 
   if (!JSON_NODE_HOLDS_ARRAY (node))
@@ -161,6 +161,7 @@ parse_globs (JsonNode *node, const char *path, GStrv *out, GError **error)
   n = json_array_get_length (arr);
   if (n < 1 || n > GLOBS_MAX)
     return bad (error, path, "must have 1..%d entries, got %u", GLOBS_MAX, n);
+  globs = g_ptr_array_new_full (n, (GDestroyNotify) g_pattern_spec_free);
   for (guint i = 0; i < n; i++)
     {
       g_autofree char *p = index_path (path, i);
@@ -168,9 +169,9 @@ parse_globs (JsonNode *node, const char *path, GStrv *out, GError **error)
 
       if (!get_string (json_array_get_element (arr, i), p, 1, GLOB_MAX_LEN, &s, error))
         return FALSE;
-      g_strv_builder_add (b, s);
+      g_ptr_array_add (globs, g_pattern_spec_new (s));
     }
-  *out = g_strv_builder_end (b);
+  *out = g_steal_pointer (&globs);
   return TRUE;
 }
 
@@ -180,7 +181,8 @@ meta_match_free (TwedMetaMatch *m)
   g_free (m->ns);
   g_free (m->element);
   g_free (m->attribute);
-  g_free (m->value);
+  if (m->value)
+    g_pattern_spec_free (m->value);
   g_free (m);
 }
 
@@ -217,7 +219,7 @@ parse_meta_match (JsonNode *node, const char *path, TwedMetaMatch *m, GError **e
     {
       if (!get_string (json_object_get_member (obj, "value"), p_va, 1, GLOB_MAX_LEN, &s, error))
         return FALSE;
-      m->value = g_strdup (s);
+      m->value = g_pattern_spec_new (s);
     }
   return TRUE;
 }
@@ -652,9 +654,9 @@ twed_policy_free (TwedPolicy *pol)
   g_free (pol->name);
   g_free (pol->source);
   g_free (pol->description);
-  g_strfreev (pol->hosts);
-  g_strfreev (pol->domains);
-  g_strfreev (pol->flavors);
+  g_clear_pointer (&pol->hosts, g_ptr_array_unref);
+  g_clear_pointer (&pol->domains, g_ptr_array_unref);
+  g_clear_pointer (&pol->flavors, g_ptr_array_unref);
   if (pol->metadata)
     g_ptr_array_unref (pol->metadata);
   if (pol->bands)

@@ -2,14 +2,14 @@
 #include "twed-policy.h"
 
 static gboolean
-any_glob (GStrv globs, const char *value)
+any_glob (const GPtrArray *globs, const char *value)
 {
   if (!globs)
     return TRUE;
   if (!value)
     return FALSE;
-  for (guint i = 0; globs[i]; i++)
-    if (g_pattern_match_simple (globs[i], value))
+  for (guint i = 0; i < globs->len; i++)
+    if (g_pattern_spec_match_string (g_ptr_array_index (globs, i), value))
       return TRUE;
   return FALSE;
 }
@@ -27,7 +27,7 @@ meta_matches (const TwedMetaMatch *m, const TwedDomain *dom)
       val = m->attribute ? g_hash_table_lookup (item->attrs, m->attribute) : item->text;
       if (m->attribute && !val)
         continue;
-      if (!m->value || g_pattern_match_simple (m->value, val ? val : ""))
+      if (!m->value || g_pattern_spec_match_string (m->value, val ? val : ""))
         return TRUE;
     }
   return FALSE;

@@ -17,7 +17,7 @@ typedef struct {
   char *ns;
   char *element;
   char *attribute;   /* NULL: match the element's text */
-  char *value;       /* glob, NULL: presence is enough */
+  GPatternSpec *value; /* NULL: presence is enough */
 } TwedMetaMatch;
 
 typedef struct {
@@ -25,9 +25,11 @@ typedef struct {
   char *source;      /* file it came from, for messages */
   char *description;
   int priority;
-  GStrv hosts;       /* globs, NULL = any */
-  GStrv domains;
-  GStrv flavors;
+  /* Globs, compiled when the document is parsed (a plan matches
+   * every VM of the fleet against them); NULL = any. */
+  GPtrArray *hosts;  /* GPatternSpec */
+  GPtrArray *domains;
+  GPtrArray *flavors;
   GPtrArray *metadata; /* TwedMetaMatch, NULL = any */
   GArray *bands;     /* TwedBand, ascending up_to */
   TwedSetting beyond;
