@@ -41,11 +41,11 @@ twed_result_to_string (TwedResult result)
 static void
 entry_free (TwedPlanEntry *e)
 {
-  g_free (e->host);
+  g_ref_string_release (e->host);
   g_free (e->domain);
   g_free (e->uuid);
-  g_free (e->policy);
-  g_free (e->band);
+  g_clear_pointer (&e->policy, g_ref_string_release);
+  g_clear_pointer (&e->band, g_ref_string_release);
   g_free (e->reason);
   g_free (e->error);
   g_free (e);
@@ -84,6 +84,72 @@ band_label (const TwedPolicy *pol, guint index)
   if (index == 0)
     return g_strdup_printf ("[0, %.2f]", hi);
   return g_strdup_printf ("(%.2f, %.2f]", lo, hi);
+}
+
+/* The strings an entry shares with the other entries of its host or
+ * policy: a fleet's plan holds one copy of each (GRefString) rather
+ * than one per VM. */
+typedef struct {
+  GRefString *name;
+  GPtrArray *bands; /* band_label () by index, made on first use */
+} PolicyLabels;
+
+typedef struct {
+  GRefString *host;
+  GHashTable *policies; /* TwedPolicy * -> PolicyLabels */
+} PlanLabels;
+
+static void
+policy_labels_free (PolicyLabels *pl)
+{
+  g_ref_string_release (pl->name);
+  g_ptr_array_unref (pl->bands);
+  g_free (pl);
+}
+
+static void
+plan_labels_clear (PlanLabels *labels)
+{
+  g_clear_pointer (&labels->host, g_ref_string_release);
+  g_clear_pointer (&labels->policies, g_hash_table_unref);
+}
+
+static void
+release_label (gpointer label)
+{
+  if (label)
+    g_ref_string_release (label);
+}
+
+static PolicyLabels *
+policy_labels (PlanLabels *labels, const TwedPolicy *pol)
+{
+  PolicyLabels *pl = g_hash_table_lookup (labels->policies, pol);
+
+  if (!pl)
+    {
+      pl = g_new0 (PolicyLabels, 1);
+      pl->name = g_ref_string_new (pol->name);
+      pl->bands = g_ptr_array_new_with_free_func (release_label);
+      g_ptr_array_set_size (pl->bands, pol->bands->len + 1);
+      g_hash_table_insert (labels->policies, (gpointer) pol, pl);
+    }
+  return pl;
+}
+
+/* band_label (), shared: acquire it to keep it. */
+static GRefString *
+shared_band_label (PlanLabels *labels, const TwedPolicy *pol, guint index)
+{
+  PolicyLabels *pl = policy_labels (labels, pol);
+  g_autofree char *label = NULL;
+
+  if (!g_ptr_array_index (pl->bands, index))
+    {
+      label = band_label (pol, index);
+      g_ptr_array_index (pl->bands, index) = g_ref_string_new (label);
+    }
+  return g_ptr_array_index (pl->bands, index);
 }
 
 /* Whether band @i may have left a VM at @current: its setting, or for
@@ -206,16 +272,16 @@ lowers_delay (const TwedPlanEntry *e)
 }
 
 static TwedPlanEntry *
-plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *set, TwedAuto *ctl)
+plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *set, TwedAuto *ctl,
+             PlanLabels *labels)
 {
   TwedPlanEntry *e = g_new0 (TwedPlanEntry, 1);
   const TwedPolicy *pol;
   guint band, keep_band = 0;
   gboolean kept;
   g_autofree char *in_band = NULL;
-  g_autofree char *kb = NULL;
 
-  e->host = g_strdup (host->name);
+  e->host = g_ref_string_acquire (labels->host);
   e->domain = g_strdup (dom->name);
   e->uuid = g_strdup (dom->uuid);
   e->active = dom->active;
@@ -229,17 +295,17 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
   e->auto_exits_per_s = e->auto_off_exits_per_s = e->auto_wait_change = NAN;
 
   pol = twed_policy_set_lookup (set, host->name, dom);
-  e->policy = g_strdup (pol->name);
+  e->policy = g_ref_string_acquire (policy_labels (labels, pol)->name);
   band = twed_policy_band_index (pol, dom->ratio);
-  e->band = band_label (pol, band);
+  e->band = g_ref_string_acquire (shared_band_label (labels, pol, band));
   /* The band in force: the ratio's, or a neighbour that may have set
    * the current setting while the ratio is within its hysteresis. */
   kept = !band_holds (pol, band, &e->current) && within_hysteresis (pol, dom->ratio, &e->current, &keep_band);
   if (kept)
     {
-      kb = band_label (pol, keep_band);
       band = keep_band;
-      in_band = g_strdup_printf ("within hysteresis %.2f of band %s", pol->hysteresis, kb);
+      in_band = g_strdup_printf ("within hysteresis %.2f of band %s", pol->hysteresis,
+                                 shared_band_label (labels, pol, keep_band));
     }
   else
     in_band = g_strdup_printf ("in band %s", e->band);
@@ -378,19 +444,6 @@ cmp_host_name (gconstpointer a, gconstpointer b)
   return g_strcmp0 (x->name, y->name);
 }
 
-static const TwedPolicy *
-find_policy (const TwedPolicySet *set, const char *name)
-{
-  for (guint i = 0; i < set->policies->len; i++)
-    {
-      const TwedPolicy *p = g_ptr_array_index (set->policies, i);
-
-      if (g_str_equal (p->name, name))
-        return p;
-    }
-  return set->fallback;
-}
-
 struct _TwedBudget {
   guint cap;              /* changes over all hosts and policies, 0 = none */
   guint total;
@@ -493,38 +546,56 @@ twed_budget_import (TwedBudget *b, guint total, GHashTable *per_policy, GHashTab
   counts_add (b->per_host, per_host);
 }
 
+/* Sets @key's count to @n; copies @key only the first time (a fleet's
+ * plan counts hundreds of thousands of changes under a few keys). */
+static void
+count_set (GHashTable *counts, const char *key, guint n)
+{
+  gpointer stored;
+
+  if (g_hash_table_steal_extended (counts, key, &stored, NULL))
+    g_hash_table_insert (counts, stored, GUINT_TO_POINTER (n));
+  else
+    g_hash_table_insert (counts, g_strdup (key), GUINT_TO_POINTER (n));
+}
+
 static void
 count_down (GHashTable *counts, const char *key)
 {
   guint n = GPOINTER_TO_UINT (g_hash_table_lookup (counts, key));
 
   if (n)
-    g_hash_table_insert (counts, g_strdup (key), GUINT_TO_POINTER (n - 1));
+    count_set (counts, key, n - 1);
 }
 
-/* The per_host key of a change: its policy and host. */
-static char *
-budget_host_key (const TwedPlanEntry *e)
+/* The per_host key of a change, its policy and host, in @key (reused
+ * across the changes of a plan). */
+static const char *
+budget_host_key (GString *key, const TwedPlanEntry *e)
 {
-  return g_strdup_printf ("%s\n%s", e->policy, e->host);
+  g_string_assign (key, e->policy);
+  g_string_append_c (key, '\n');
+  g_string_append (key, e->host);
+  return key->str;
 }
 
 void
 twed_budget_export_entry (const TwedBudget *b, const TwedPlanEntry *e, GHashTable *per_policy,
                           GHashTable *per_host)
 {
-  char *key = budget_host_key (e);
+  g_autoptr(GString) key = g_string_new (NULL);
 
-  g_hash_table_insert (per_host, key, g_hash_table_lookup (b->per_host, key));
+  budget_host_key (key, e);
+  g_hash_table_insert (per_host, g_strdup (key->str), g_hash_table_lookup (b->per_host, key->str));
   g_hash_table_insert (per_policy, g_strdup (e->policy), g_hash_table_lookup (b->per_policy, e->policy));
 }
 
 void
 twed_budget_refund (TwedBudget *b, const TwedPlanEntry *e)
 {
-  g_autofree char *key = budget_host_key (e);
+  g_autoptr(GString) key = g_string_new (NULL);
 
-  count_down (b->per_host, key);
+  count_down (b->per_host, budget_host_key (key, e));
   count_down (b->per_policy, e->policy);
   if (b->total)
     b->total--;
@@ -542,6 +613,8 @@ void
 twed_plans_apply_budget (TwedPlan **plans, guint nplans, const TwedPolicySet *set, TwedBudget *budget)
 {
   g_autoptr(GPtrArray) changes = g_ptr_array_new ();
+  g_autoptr(GHashTable) policies = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(GString) key = g_string_new (NULL);
 
   for (guint p = 0; p < nplans; p++)
     for (guint i = 0; i < plans[p]->entries->len; i++)
@@ -552,16 +625,24 @@ twed_plans_apply_budget (TwedPlan **plans, guint nplans, const TwedPolicySet *se
           g_ptr_array_add (changes, e);
       }
   g_ptr_array_sort (changes, cmp_change_priority);
+  for (guint i = 0; i < set->policies->len; i++)
+    {
+      TwedPolicy *p = g_ptr_array_index (set->policies, i);
+
+      g_hash_table_insert (policies, p->name, p);
+    }
 
   for (guint i = 0; i < changes->len; i++)
     {
       TwedPlanEntry *e = g_ptr_array_index (changes, i);
-      const TwedPolicy *pol = find_policy (set, e->policy);
-      g_autofree char *key = budget_host_key (e);
-      guint nh = GPOINTER_TO_UINT (g_hash_table_lookup (budget->per_host, key));
-      guint np = GPOINTER_TO_UINT (g_hash_table_lookup (budget->per_policy, e->policy));
+      const TwedPolicy *pol = g_hash_table_lookup (policies, e->policy);
+      guint nh, np;
       char *why = NULL;
 
+      if (!pol)
+        pol = set->fallback;
+      nh = GPOINTER_TO_UINT (g_hash_table_lookup (budget->per_host, budget_host_key (key, e)));
+      np = GPOINTER_TO_UINT (g_hash_table_lookup (budget->per_policy, e->policy));
       if (budget->hold)
         why = g_strdup (budget->hold);
       else if (pol->max_per_host && nh >= pol->max_per_host)
@@ -581,8 +662,8 @@ twed_plans_apply_budget (TwedPlan **plans, guint nplans, const TwedPolicySet *se
           g_free (why);
           continue;
         }
-      g_hash_table_insert (budget->per_host, g_steal_pointer (&key), GUINT_TO_POINTER (nh + 1));
-      g_hash_table_insert (budget->per_policy, g_strdup (e->policy), GUINT_TO_POINTER (np + 1));
+      count_set (budget->per_host, key->str, nh + 1);
+      count_set (budget->per_policy, e->policy, np + 1);
       budget->total++;
     }
 }
@@ -599,6 +680,9 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
   g_autoptr(GPtrArray) by_name = g_ptr_array_sized_new (hosts->len);
   TwedAuto *ctl = opts ? opts->controller : NULL;
   guint nentries = 0;
+  PlanLabels labels = {
+    NULL, g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) policy_labels_free)
+  };
 
   g_ptr_array_extend (by_name, hosts, NULL, NULL);
 
@@ -637,8 +721,11 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
         continue;
       if (ctl && host_has_auto (host, set))
         twed_auto_observe (ctl, host, TWED_AUTO_FORGET_USEC);
+      g_clear_pointer (&labels.host, g_ref_string_release);
+      labels.host = g_ref_string_new (host->name);
       for (guint d = 0; d < host->domains->len; d++)
-        g_ptr_array_add (plan->entries, plan_domain (host, g_ptr_array_index (host->domains, d), set, ctl));
+        g_ptr_array_add (plan->entries,
+                         plan_domain (host, g_ptr_array_index (host->domains, d), set, ctl, &labels));
       qsort (plan->entries->pdata + first, plan->entries->len - first, sizeof (gpointer), cmp_entry_domain);
     }
   {
@@ -646,6 +733,7 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
 
     twed_plan_apply_budget (plan, set, budget);
   }
+  plan_labels_clear (&labels);
   return plan;
 }
 

@@ -21,6 +21,8 @@ typedef enum {
   TWED_RESULT_DRY_RUN,
 } TwedResult;
 
+/* host, policy and band are GRefStrings shared by the entries of a
+ * plan: g_ref_string_acquire () to keep one beyond the entry. */
 typedef struct {
   char *host;
   char *domain;
