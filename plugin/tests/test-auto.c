@@ -53,6 +53,12 @@ parse_u64 (const char *s, guint bit, guint *have)
   return g_ascii_strtoull (s, NULL, 10);
 }
 
+/* The reads' clock, twedd's monotonic one, on a host up for ten days:
+ * a trace's time t is t s after that.  (From 0, a state never read
+ * completely would look seen at boot and be forgotten only an hour
+ * in, where twedd forgets it at once.) */
+#define TRACE_USEC(t) ((G_GINT64_CONSTANT (864000) + (t)) * G_USEC_PER_SEC)
+
 /* "vm NAME UUID ID SETTING PCPUS none|W,D,T,L ..." at time @t (s). */
 static void
 add_vm (TwedHost *host, char **f, guint nf, gint64 t)
@@ -71,7 +77,7 @@ add_vm (TwedHost *host, char **f, guint nf, gint64 t)
     twed_domain_pin_vcpu (dom, v, pcpus);
   if (g_str_equal (f[6], "none"))
     return;
-  dom->signals = twed_domain_signals_new (t * G_USEC_PER_SEC, atoi (f[3]));
+  dom->signals = twed_domain_signals_new (TRACE_USEC (t), atoi (f[3]));
   for (guint v = 0; v < nvcpus; v++)
     {
       g_auto(GStrv) c = g_strsplit (f[6 + v], ",", -1);
@@ -85,13 +91,14 @@ add_vm (TwedHost *host, char **f, guint nf, gint64 t)
     }
 }
 
-/* Observes the read and decides for every auto VM on it. */
+/* Observes the read and decides for every auto VM on it, as twedd's
+ * planner does (its forget time too). */
 static void
 finish_read (TwedAuto *ctl, TwedHost *host, GHashTable *decided, const TwedSetting *bounds,
              const TwedAutoParams *params)
 {
   twed_host_compute (host);
-  twed_auto_observe (ctl, host, 0);
+  twed_auto_observe (ctl, host, TWED_AUTO_FORGET_USEC);
   for (guint i = 0; i < host->domains->len; i++)
     {
       TwedDomain *dom = g_ptr_array_index (host->domains, i);
@@ -262,10 +269,10 @@ test_trace (gconstpointer data)
               finish_read (ctl, host, decided, &bounds, &params);
               g_clear_pointer (&host, twed_host_free);
             }
-          twed_auto_save_bars (ctl, NULL, FALSE, t * G_USEC_PER_SEC, t * G_USEC_PER_SEC + to_real, saved);
+          twed_auto_save_bars (ctl, NULL, FALSE, TRACE_USEC (t), TRACE_USEC (t) + to_real, saved);
           g_clear_pointer (&ctl, twed_auto_unref);
           ctl = twed_auto_new ();
-          twed_auto_restore_bars (ctl, saved, t * G_USEC_PER_SEC, t * G_USEC_PER_SEC + to_real);
+          twed_auto_restore_bars (ctl, saved, TRACE_USEC (t), TRACE_USEC (t) + to_real);
         }
       else if (g_str_equal (f[0], "setoff"))
         {

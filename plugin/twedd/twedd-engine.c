@@ -1725,12 +1725,12 @@ configured (const char *host, gpointer data)
   return g_hash_table_contains (data, host);
 }
 
-/* Hosts no longer configured leave the plan, the metrics and every
- * schedule. */
+/* Hosts no longer configured leave the plan, the metrics, every
+ * schedule and the controller. */
 static void
 forget_removed_hosts (TwedEngine *e)
 {
-  GHashTable *tables[] = { e->retry, e->debounce, e->wanted };
+  GHashTable *tables[] = { e->retry, e->debounce, e->wanted, e->auto_logged };
 
   for (guint t = 0; t < G_N_ELEMENTS (tables); t++)
     {
@@ -1743,6 +1743,7 @@ forget_removed_hosts (TwedEngine *e)
           g_hash_table_iter_remove (&it);
     }
   twed_plan_store_retain (e->plans, configured, e->configured);
+  twed_auto_retain_hosts (e->controller, configured, e->configured);
 }
 
 static void

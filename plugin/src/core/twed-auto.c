@@ -770,6 +770,17 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
   st->prev_at = sig->at;
 }
 
+/* Drops where @uuid was read on @host; its saved bars go with it at the
+ * next save.  The caller removes @st from the host's table. */
+static void
+forget_vm (TwedAuto *ctl, const char *host, const char *uuid, const VmState *st)
+{
+  if (g_strcmp0 (g_hash_table_lookup (ctl->where, uuid), host) == 0)
+    g_hash_table_remove (ctl->where, uuid);
+  if (!bars_equal (&st->saved, &NO_BARS))
+    g_ptr_array_add (ctl->forgotten, twed_auto_bars_new (host, uuid));
+}
+
 void
 twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
 {
@@ -808,6 +819,16 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
         now = MAX (now, dom->signals->at);
       g_ptr_array_add (states, st);
       g_ptr_array_add (doms, (gpointer) dom);
+    }
+
+  /* A VM listed is seen, with its signals or without (an incoming
+   * migration, a kernel without the TWED stats, a first read): only one
+   * no longer listed for a while is forgotten below. */
+  for (guint i = 0; now != G_MININT64 && i < states->len; i++)
+    {
+      VmState *st = g_ptr_array_index (states, i);
+
+      st->seen_at = MAX (st->seen_at, now);
     }
 
   /* Each VM's window takes its own deltas and, per VM, the wait and
@@ -890,14 +911,56 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
       while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &st))
         if (now - st->seen_at > forget_after)
           {
-            if (g_strcmp0 (g_hash_table_lookup (ctl->where, uuid), host->name) == 0)
-              g_hash_table_remove (ctl->where, uuid);
-            /* Its saved bars go with it at the next save. */
-            if (!bars_equal (&st->saved, &NO_BARS))
-              g_ptr_array_add (ctl->forgotten, twed_auto_bars_new (host->name, uuid));
+            forget_vm (ctl, host->name, uuid, st);
             g_hash_table_iter_remove (&it);
           }
     }
+  g_mutex_unlock (&ctl->lock);
+}
+
+/* Under the lock; the caller removes @vms from ctl->hosts. */
+static void
+forget_vms (TwedAuto *ctl, const char *host, GHashTable *vms)
+{
+  GHashTableIter it;
+  const char *uuid;
+  VmState *st;
+
+  g_hash_table_iter_init (&it, vms);
+  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &st))
+    forget_vm (ctl, host, uuid, st);
+}
+
+void
+twed_auto_forget_host (TwedAuto *ctl, const char *host)
+{
+  GHashTable *vms;
+
+  g_mutex_lock (&ctl->lock);
+  vms = g_hash_table_lookup (ctl->hosts, host);
+  if (vms)
+    {
+      forget_vms (ctl, host, vms);
+      g_hash_table_remove (ctl->hosts, host);
+    }
+  g_mutex_unlock (&ctl->lock);
+}
+
+void
+twed_auto_retain_hosts (TwedAuto *ctl, gboolean (*keep) (const char *host, gpointer data), gpointer data)
+{
+  GHashTableIter it;
+  const char *host;
+  GHashTable *vms;
+
+  g_mutex_lock (&ctl->lock);
+  g_hash_table_iter_init (&it, ctl->hosts);
+  while (g_hash_table_iter_next (&it, (gpointer *) &host, (gpointer *) &vms))
+    if (!keep (host, data))
+      {
+        forget_vms (ctl, host, vms);
+        g_hash_table_iter_remove (&it);
+      }
   g_mutex_unlock (&ctl->lock);
 }
 

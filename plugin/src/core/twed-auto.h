@@ -75,11 +75,22 @@ TwedAuto *twed_auto_new (void);
 TwedAuto *twed_auto_ref (TwedAuto *ctl);
 void      twed_auto_unref (TwedAuto *ctl);
 
+/* A VM not listed on its host for this long is forgotten by the
+ * controller (gone, or migrated away for good): twedd's @forget_after. */
+#define TWED_AUTO_FORGET_USEC (G_GINT64_CONSTANT (3600) * G_USEC_PER_SEC)
+
 /* Takes one read of @host (after twed_host_compute()): the deltas of
  * every domain since its previous read, and for each the run-queue
- * wait of the VMs sharing a pCPU with it.  Domains not seen for
+ * wait of the VMs sharing a pCPU with it.  Domains not listed for
  * @forget_after usec are forgotten. */
 void twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after);
+/* Forgets every domain read on @host: a host removed from the
+ * configuration, or one none of whose running domains is under auto
+ * any more.  Their saved bars go at the next save. */
+void twed_auto_forget_host (TwedAuto *ctl, const char *host);
+/* twed_auto_forget_host () for every host @keep says no to. */
+void twed_auto_retain_hosts (TwedAuto *ctl, gboolean (*keep) (const char *host, gpointer data),
+                             gpointer data);
 
 /* The setting @dom should have next under bounds @bounds (mode auto),
  * from what twed_auto_observe() saw.  Reads the domain's current

@@ -191,10 +191,6 @@ within_hysteresis (const TwedPolicy *pol, double ratio, const TwedSetting *curre
   return FALSE;
 }
 
-/* A VM not seen on its host for this long is forgotten by the
- * controller (gone, or migrated away for good). */
-#define TWED_AUTO_FORGET_USEC (G_GINT64_CONSTANT (3600) * G_USEC_PER_SEC)
-
 /* Whether a running domain of @host falls under a policy with an auto
  * band: only such hosts feed the controller (all of their domains, for
  * the co-located run-queue wait).  Any auto band of the policy counts,
@@ -721,6 +717,8 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
         continue;
       if (ctl && host_has_auto (host, set))
         twed_auto_observe (ctl, host, TWED_AUTO_FORGET_USEC);
+      else if (ctl)
+        twed_auto_forget_host (ctl, host->name);
       g_clear_pointer (&labels.host, g_ref_string_release);
       labels.host = g_ref_string_new (host->name);
       for (guint d = 0; d < host->domains->len; d++)
