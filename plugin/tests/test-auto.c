@@ -778,6 +778,69 @@ test_plan_protective_first (void)
     }
 }
 
+/* A persistent domain that is not running has no signals to judge: the
+ * controller leaves it alone, it keeps a delay the bounds allow, and a
+ * delay outside them goes off as an ordinary change that waits behind
+ * the running VMs' protective steps (it costs nothing until it runs). */
+static void
+test_plan_not_running (void)
+{
+  static const char doc[] = "{\"version\":1,\"name\":\"loop\",\"beyond\":{\"mode\":\"auto\",\"min\":1,\"max\":4},"
+    "\"max_changes_per_cycle\":{\"host\":1}}";
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+  g_autoptr(TwedAuto) ctl = twed_auto_new ();
+  g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
+  TwedHost *h = plan_host_new (1);
+  TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, ctl };
+  g_autoptr(TwedPlan) plan = NULL;
+  TwedDomain *d;
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
+  /* Running, at a dynamic delay the bounds do not allow, no signals:
+   * the controller's protective fallback to off. */
+  d = add_dom (h, "running", 2, NULL);
+  d->uuid = g_strdup ("00000000-0000-0000-0000-000000000051");
+  d->twed = (TwedSetting) { TWED_MODE_DYNAMIC, 3, 1, 5 };
+  d->has_twed = TRUE;
+  /* Shut off, first by name and by ratio: one outside the bounds, one
+   * within them. */
+  for (guint i = 0; i < 2; i++)
+    {
+      d = add_dom (h, i ? "a-down-within" : "a-down-outside", 4, NULL);
+      d->uuid = g_strdup_printf ("00000000-0000-0000-0000-00000000005%u", 2 + i);
+      d->active = FALSE;
+      d->persistent = TRUE;
+      d->twed = (TwedSetting) { TWED_MODE_FIXED, i ? 3 : 6, 0, 0 };
+      twed_setting_normalize (&d->twed);
+      d->has_twed = TRUE;
+    }
+  twed_host_compute (h);
+  g_ptr_array_add (hosts, h);
+  plan = twed_plan_build (hosts, set, &o);
+  for (guint i = 0; i < plan->entries->len; i++)
+    {
+      TwedPlanEntry *e = g_ptr_array_index (plan->entries, i);
+
+      g_test_message ("%s: ratio %.2f %s: %s", e->domain, e->ratio,
+                      twed_action_to_string (e->action), e->reason);
+      if (g_str_equal (e->domain, "running"))
+        {
+          g_assert_cmpuint (e->action, ==, TWED_ACTION_CHANGE);
+          g_assert_true (e->auto_protective);
+          continue;
+        }
+      g_assert_nonnull (strstr (e->reason, "not running"));
+      g_assert_false (e->auto_protective);
+      if (g_str_equal (e->domain, "a-down-within"))
+        g_assert_cmpuint (e->action, ==, TWED_ACTION_KEEP);
+      else
+        {
+          g_assert_cmpuint (e->target.mode, ==, TWED_MODE_OFF);
+          g_assert_cmpuint (e->action, ==, TWED_ACTION_DEFER);
+        }
+    }
+}
+
 /* The back-off after a failed change (a step up the host refused) does
  * not defer a step down to off, which the host always takes; a hold
  * from min_change_interval still does. */
@@ -916,6 +979,7 @@ main (int argc, char **argv)
   g_test_add_func ("/auto/plan/band-left", test_plan_band_left);
   g_test_add_func ("/auto/plan/single-run", test_plan_single_run);
   g_test_add_func ("/auto/plan/protective-first", test_plan_protective_first);
+  g_test_add_func ("/auto/plan/not-running", test_plan_not_running);
   g_test_add_func ("/auto/plan/failure-hold", test_plan_failure_hold);
   g_test_add_func ("/auto/plan/failure-hold-raise", test_plan_failure_hold_raise);
   return g_test_run ();

@@ -213,24 +213,33 @@ host_has_auto (const TwedHost *host, const TwedPolicySet *set)
   return FALSE;
 }
 
-/* A band in mode auto: the controller's step, or without one (a single
- * run) what the domain has where the bounds allow it. */
+/* A band in mode auto: the controller's step for a running domain, or,
+ * without its reads (a single run, or a domain that is not running),
+ * what the domain has where the bounds allow it. */
 static void
 plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, const TwedSetting *bounds,
            TwedAuto *ctl, TwedPlanEntry *e)
 {
   e->is_auto = TRUE;
   e->auto_bounds = *bounds;
-  if (ctl)
+  if (ctl && dom->active)
     {
       TwedAutoVerdict v = { 0 };
 
       twed_auto_decide (ctl, host, dom, bounds, &pol->auto_params, &v);
       /* The controller only ever asks for off or a fixed delay within
-       * the bounds in force now. */
-      g_assert (v.target.mode == TWED_MODE_OFF ||
-                (v.target.mode == TWED_MODE_FIXED && v.target.delay >= bounds->min &&
-                 v.target.delay <= bounds->max));
+       * the bounds in force now; a daemon that met a bug of its own
+       * turns the delay off rather than abort or set something else. */
+      if (!(v.target.mode == TWED_MODE_OFF ||
+            (v.target.mode == TWED_MODE_FIXED && v.target.delay >= bounds->min &&
+             v.target.delay <= bounds->max)))
+        {
+          g_critical ("auto %u..%u: the controller asked %s for %s: off instead", bounds->min,
+                      bounds->max, dom->name, twed_mode_to_string (v.target.mode));
+          v.target = (TwedSetting) { TWED_MODE_OFF, 0, 0, 0 };
+          v.decision = TWED_AUTO_FALLBACK;
+          v.protective = TRUE;
+        }
       e->target = v.target;
       e->auto_decision = v.decision;
       e->auto_exits_per_s = v.exits_per_s;
@@ -243,6 +252,10 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
       twed_auto_verdict_clear (&v);
       return;
     }
+  /* A domain that stopped: no step awaited, no window spanning the time
+   * it was down. */
+  if (ctl)
+    twed_auto_skip (ctl, host, dom);
   e->auto_decision = TWED_AUTO_HOLD;
   if (e->current.mode == TWED_MODE_OFF ||
       (e->current.mode == TWED_MODE_FIXED && e->current.delay >= bounds->min && e->current.delay <= bounds->max))
@@ -251,10 +264,16 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
     {
       e->target = (TwedSetting) { TWED_MODE_OFF, 0, 0, 0 };
       e->auto_decision = TWED_AUTO_STEP_DOWN;
-      e->auto_protective = TRUE;
+      /* Only a running domain pays for a delay outside the bounds now:
+       * the definition of one that is not running waits its turn. */
+      e->auto_protective = dom->active;
     }
-  e->reason = g_strdup_printf ("auto %u..%u: a single run has no signal history; twedd moves the delay",
-                               bounds->min, bounds->max);
+  if (dom->active)
+    e->reason = g_strdup_printf ("auto %u..%u: a single run has no signal history; twedd moves the delay",
+                                 bounds->min, bounds->max);
+  else
+    e->reason = g_strdup_printf ("auto %u..%u: not running; the controller moves the delay once it runs",
+                                 bounds->min, bounds->max);
 }
 
 /* An auto change to a lower delay, whatever the decision's name: a
