@@ -1202,6 +1202,11 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   LevelStats *off;
   int top;
   g_autofree char *ln = level_name (level);
+  /* What a decision may bar or schedule, as it was: a dry run keeps it */
+  struct {
+    int ceiling, return_to;
+    gint64 ceiling_until, remeasured_at;
+  } kept = { 0, LEVEL_NONE, 0, 0 };
 
   out->exits_per_s = out->off_exits_per_s = out->wait_change = NAN;
   out->waiting = out->protective = out->set_off = FALSE;
@@ -1213,7 +1218,13 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     st = vms && dom->uuid ? g_hash_table_lookup (vms, dom->uuid) : NULL;
   }
   if (st)
-    st->cooldown = (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
+    {
+      st->cooldown = (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
+      kept.ceiling = st->ceiling;
+      kept.return_to = st->return_to;
+      kept.ceiling_until = st->ceiling_until;
+      kept.remeasured_at = st->remeasured_at;
+    }
 
   /* How long the signals have been missing since a complete read
    * (observe_domain() only opens a gap on this host), -1 = no gap. */
@@ -1652,7 +1663,16 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
 
 done:
   if (st && ctl->dry_run)
-    st->pending = LEVEL_NONE;
+    {
+      /* Nothing is applied: a back-off's bar or a new measurement of
+       * off scheduled now would outlive the dry run (they are saved in
+       * the state directory) and hold the VM once its steps are made. */
+      st->pending = LEVEL_NONE;
+      st->ceiling = kept.ceiling;
+      st->ceiling_until = kept.ceiling_until;
+      st->remeasured_at = kept.remeasured_at;
+      st->return_to = kept.return_to;
+    }
   else if (st && out->decision != TWED_AUTO_HOLD && out->decision != TWED_AUTO_BASELINE)
     {
       int target = out->target.mode == TWED_MODE_OFF ? LEVEL_OFF : (int) out->target.delay;

@@ -1232,8 +1232,41 @@ back.""", (2, 14), P)
         tr.expect(v, *out)
     tr.write()
 
+def dryrunbar():
+    tr = Trace("dryrunbar", """The back-off of backoff decided in a dry run (twedd's dry_run): nothing
+is applied, so the bar it would set on 3 and above does not outlive the
+dry run.  Moved to 2 by hand once the dry run ends, the VM is judged
+there and steps up to 3 again within what would have been the cooldown,
+rather than being held at a back-off ceiling it never had.""", (2, 6), P)
+    lock = Vm("lock", "00000000-0000-0000-0000-00000000000b", 3, 2, "0", 1.0,
+              table({-1: 575, 2: 450, 3: 300}, {-1: 0.70, 2: 0.69, 3: 0.62}))
+    nb = Vm("neigh", "00000000-0000-0000-0000-00000000000c", 4, 1, "0", 1.0,
+            lambda level: (0, {-1: 0.45, 2: 0.47}.get(level, 0.62)))
+    nb.level = lambda: lock.level()
+    first_read(tr, "host-b", [lock, nb])
+    tr.expect(lock, "baseline", "off")
+    tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "off")
+    tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:2")
+    lock.setting = "fixed:2"
+    tr.again("host-b", [lock, nb], lock, "fixed:2")
+    tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2")
+    tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:3")
+    lock.setting = "fixed:3"
+    tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:3")
+    tr.out.append("dryrun 1")
+    tr.read("host-b", [lock, nb])
+    tr.expect(lock, "step-down", "fixed:2", "above the margin, step down to 2")
+    tr.out.append("dryrun 0")
+    lock.setting = "fixed:2"
+    tr.never(lock, "step-down")
+    for _ in range(5):
+        tr.read("host-b", [lock, nb])
+    tr.expect(lock, "step-up", "fixed:3", "step up to 3")
+    tr.write()
+
+
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
               apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau, noisyclimb, flatpair,
-              pinned, blindneigh, hostdefault, wakeneigh, wakeneigh2, daemonrestart, daemonrestart2):
+              pinned, blindneigh, hostdefault, wakeneigh, wakeneigh2, daemonrestart, daemonrestart2, dryrunbar):
         f()
