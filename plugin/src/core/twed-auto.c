@@ -131,6 +131,7 @@ typedef struct {
   int base_level;           /* the setting at the read the next delta starts from */
   char *reset;              /* why the last read restarted the deltas */
   guint twed_delay;         /* highest vcpu.N.twed_delay.cur of the last read */
+  gint64 mismatch_since;    /* first read whose twed_delay did not match the setting, 0 = none */
 
   /* This read's deltas. */
   gboolean have_delta;
@@ -1338,6 +1339,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     }
   if (st->reset)
     {
+      st->mismatch_since = 0;
       verdict (out, TWED_AUTO_BASELINE, level, g_strdup_printf ("%s: measuring from here at %s", st->reset, ln));
       goto done;
     }
@@ -1345,24 +1347,44 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
    * default (kvm-arm.twed=), in force for a domain without <twed>, or
    * an explicit off not in force yet.  Not off, so not measured as
    * off; the planner sets off explicitly (twed_plan's host default). */
+  /* A setting whose delay does not show in twed_delay is waited for,
+   * up to stale_seconds: one that never takes effect (QEMU or the host
+   * refused it, a delay the kernel clamps) is not judged, so the wait
+   * must end in something that is: off, set again explicitly. */
+  if ((level == LEVEL_OFF && st->twed_delay != 0 && dom->has_twed) ||
+      (level >= 0 && st->twed_delay != 0 && (int) st->twed_delay != level))
+    {
+      gint64 waited;
+
+      if (!st->mismatch_since)
+        st->mismatch_since = now;
+      waited = now - st->mismatch_since;
+      window_reset (st);
+      if (waited >= (gint64) p->stale_seconds * G_USEC_PER_SEC)
+        {
+          verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
+                   g_strdup_printf ("twed_delay reads %u, not the %s set, for %" G_GINT64_FORMAT " s: off",
+                                    st->twed_delay, ln, waited / G_USEC_PER_SEC));
+          /* At off already: off written again, explicitly. */
+          out->set_off = level == LEVEL_OFF;
+          out->protective = TRUE;
+        }
+      else
+        verdict (out, TWED_AUTO_HOLD, level,
+                 g_strdup_printf ("twed_delay reads %u, not the %s set, for %" G_GINT64_FORMAT
+                                  " s of the %u s allowed: waiting for it to take effect",
+                                  st->twed_delay, ln, waited / G_USEC_PER_SEC, p->stale_seconds));
+      goto done;
+    }
+  st->mismatch_since = 0;
   if (level == LEVEL_OFF && st->twed_delay != 0)
     {
       window_reset (st);
-      out->set_off = !dom->has_twed;
-      out->protective = out->set_off;
+      out->set_off = TRUE;
+      out->protective = TRUE;
       verdict (out, TWED_AUTO_HOLD, LEVEL_OFF,
-               g_strdup_printf ("twed_delay reads %u at off: %s", st->twed_delay,
-                                dom->has_twed ? "waiting for off to take effect"
-                                              : "the host's default delay applies to a domain without <twed>, "
-                                                "setting off explicitly"));
-      goto done;
-    }
-  if (level >= 0 && st->twed_delay != 0 && (int) st->twed_delay != level)
-    {
-      window_reset (st);
-      verdict (out, TWED_AUTO_HOLD, level,
-               g_strdup_printf ("twed_delay reads %u, not the %s set: waiting for it to take effect",
-                                st->twed_delay, ln));
+               g_strdup_printf ("twed_delay reads %u at off: the host's default delay applies to a domain "
+                                "without <twed>, setting off explicitly", st->twed_delay));
       goto done;
     }
 

@@ -32,6 +32,7 @@ class Vm:
         self.missing = {}      # vcpu -> field index left out of a read
         self.no_signals = False
         self.host_default = -1  # the delay at setting "default" (no <twed>), -1 = off
+        self.delay = None       # twed_delay read, when not the setting's (one not in force)
 
     def level(self):
         if self.setting == "default":
@@ -50,7 +51,7 @@ class Vm:
     def line(self):
         if self.no_signals:
             return f"vm {self.name} {self.uuid} {self.id} {self.setting} {self.pcpus} none"
-        tw = max(self.level(), 0)
+        tw = max(self.level(), 0) if self.delay is None else self.delay
         parts = []
         for i, c in enumerate(self.c):
             f = [str(c[0]), str(c[1]), str(c[2]), str(tw)]
@@ -1265,8 +1266,34 @@ rather than being held at a back-off ceiling it never had.""", (2, 6), P)
     tr.write()
 
 
+def notinforce():
+    tr = Trace("notinforce", """A setting whose delay never shows in twed_delay (QEMU or the host did
+not take it, a delay the kernel clamps): held while it may still take
+effect, then off once it has not for stale_seconds, as a protective
+change, rather than held unjudged for ever.  A delay that shows up in
+time is judged as usual.""", (2, 6), P)
+    a = Vm("vm", "00000000-0000-0000-0000-000000000021", 2, 2, "0-1", 0.5,
+           table({-1: 1000, 2: 800, 3: 550}, {-1: 0.1}))
+    first_read(tr, "host-a", [a]); tr.expect(a, "baseline", "off")
+    tr.read("host-a", [a]); tr.read("host-a", [a]); tr.expect(a, "step-up", "fixed:2")
+    a.setting = "fixed:2"
+    a.delay = 1
+    tr.read("host-a", [a])
+    tr.expect(a, "hold", "fixed:2", "twed_delay reads 1, not the 2 set, for 0 s of the 60 s allowed")
+    for _ in range(5):
+        tr.read("host-a", [a])
+    tr.expect(a, "hold", "fixed:2", "for 50 s of the 60 s allowed")
+    tr.read("host-a", [a])
+    tr.expect(a, "fallback", "off", "twed_delay reads 1, not the 2 set, for 60 s: off")
+    tr.protective(a)
+    a.setting = "off"
+    a.delay = None
+    tr.read("host-a", [a]); tr.expect(a, "hold", "off", "dwell")
+    tr.write()
+
+
 if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
               apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau, noisyclimb, flatpair,
-              pinned, blindneigh, hostdefault, wakeneigh, wakeneigh2, daemonrestart, daemonrestart2, dryrunbar):
+              pinned, blindneigh, hostdefault, wakeneigh, wakeneigh2, daemonrestart, daemonrestart2, dryrunbar, notinforce):
         f()
