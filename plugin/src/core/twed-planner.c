@@ -41,7 +41,7 @@ twed_result_to_string (TwedResult result)
 static void
 entry_free (TwedPlanEntry *e)
 {
-  g_ref_string_release (e->host);
+  g_clear_pointer (&e->host, g_ref_string_release);
   g_free (e->domain);
   g_free (e->uuid);
   g_clear_pointer (&e->policy, g_ref_string_release);
@@ -598,10 +598,10 @@ void
 twed_budget_export_entry (const TwedBudget *b, const TwedPlanEntry *e, GHashTable *per_policy,
                           GHashTable *per_host)
 {
-  g_autoptr(GString) key = g_string_new (NULL);
+  GString *key = g_string_new (NULL);
+  gpointer count = g_hash_table_lookup (b->per_host, budget_host_key (key, e));
 
-  budget_host_key (key, e);
-  g_hash_table_insert (per_host, g_strdup (key->str), g_hash_table_lookup (b->per_host, key->str));
+  g_hash_table_insert (per_host, g_string_free (key, FALSE), count);
   g_hash_table_insert (per_policy, g_strdup (e->policy), g_hash_table_lookup (b->per_policy, e->policy));
 }
 

@@ -21,18 +21,18 @@ typedef enum {
   TWED_RESULT_DRY_RUN,
 } TwedResult;
 
-/* host, policy and band are GRefStrings shared by the entries of a
- * plan: g_ref_string_acquire () to keep one beyond the entry. */
+/* host, policy and band are shared by the entries of a plan:
+ * g_ref_string_acquire () to keep one beyond the entry. */
 typedef struct {
-  char *host;
+  GRefString *host;
   char *domain;
   char *uuid;
   gboolean active;
   gboolean persistent;
   guint nvcpus;
   double ratio;
-  char *policy;      /* NULL when skipped before policy lookup */
-  char *band;        /* "(1.00, 2.00]" */
+  GRefString *policy; /* NULL when skipped before policy lookup */
+  GRefString *band;   /* "(1.00, 2.00]" */
   TwedManage manage;
   TwedSetting current;
   TwedSetting target;
