@@ -165,10 +165,11 @@ more than half the exits at off, two once it has cut them by half.""", (2, 5), P
     tr.write()
 
 
-def neighbour_pays(tr, nb_missing=None):
+def neighbour_pays(tr, nb_missing=None, before_back_off=None):
     """The climb of backoff: a lock VM steps up to 3, where its neighbour
     on the pCPU waits beyond the margin, and auto decides to step down.
-    nb_missing: what the neighbour's reads leave out (Vm.missing)."""
+    nb_missing: what the neighbour's reads leave out (Vm.missing);
+    before_back_off: called before the read that decides the step down."""
     lock = Vm("lock", "00000000-0000-0000-0000-00000000000b", 3, 2, "0", 1.0,
               table({-1: 575, 2: 450, 3: 300}, {-1: 0.70, 2: 0.69, 3: 0.62}))
     nb = Vm("neigh", "00000000-0000-0000-0000-00000000000c", 4, 1, "0", 1.0,
@@ -186,6 +187,8 @@ def neighbour_pays(tr, nb_missing=None):
     tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:3", "wfe exits/s 575 at off → 450 at 2 (78 %), run-queue wait share +2.0 pts (neigh 45.0 % → 47.0 %), step up to 3")
     lock.setting = "fixed:3"
     tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:3")
+    if before_back_off:
+        before_back_off()
     tr.read("host-b", [lock, nb])
     tr.expect(lock, "step-down", "fixed:2", "wfe exits/s 575 at off → 300 at 3 (52 %), run-queue wait share +17.0 pts (neigh 45.0 % → 62.0 %), above the margin, step down to 2")
     return lock, nb
@@ -1239,24 +1242,7 @@ is applied, so the bar it would set on 3 and above does not outlive the
 dry run.  Moved to 2 by hand once the dry run ends, the VM is judged
 there and steps up to 3 again within what would have been the cooldown,
 rather than being held at a back-off ceiling it never had.""", (2, 6), P)
-    lock = Vm("lock", "00000000-0000-0000-0000-00000000000b", 3, 2, "0", 1.0,
-              table({-1: 575, 2: 450, 3: 300}, {-1: 0.70, 2: 0.69, 3: 0.62}))
-    nb = Vm("neigh", "00000000-0000-0000-0000-00000000000c", 4, 1, "0", 1.0,
-            lambda level: (0, {-1: 0.45, 2: 0.47}.get(level, 0.62)))
-    nb.level = lambda: lock.level()
-    first_read(tr, "host-b", [lock, nb])
-    tr.expect(lock, "baseline", "off")
-    tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "off")
-    tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:2")
-    lock.setting = "fixed:2"
-    tr.again("host-b", [lock, nb], lock, "fixed:2")
-    tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:2")
-    tr.read("host-b", [lock, nb]); tr.expect(lock, "step-up", "fixed:3")
-    lock.setting = "fixed:3"
-    tr.read("host-b", [lock, nb]); tr.expect(lock, "hold", "fixed:3")
-    tr.out.append("dryrun 1")
-    tr.read("host-b", [lock, nb])
-    tr.expect(lock, "step-down", "fixed:2", "above the margin, step down to 2")
+    lock, nb = neighbour_pays(tr, before_back_off=lambda: tr.out.append("dryrun 1"))
     tr.out.append("dryrun 0")
     lock.setting = "fixed:2"
     tr.never(lock, "step-down")
