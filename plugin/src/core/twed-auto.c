@@ -539,6 +539,9 @@ window_restart (VmState *st)
   st->uncut = 0;
   st->cut_run = 0;
   st->flat = 0;
+  /* A new setting, or the VM back under the controller: a twed_delay
+   * that does not match is waited for afresh. */
+  st->mismatch_since = 0;
   window_reset (st);
 }
 
@@ -771,6 +774,28 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
   st->prev_at = sig->at;
 }
 
+/* Under the lock: forgets the domains of @vms not listed on @host for
+ * @forget_after usec at read time @now (G_MININT64: no read, nothing). */
+static void forget_vm (TwedAuto *ctl, const char *host, const char *uuid, const VmState *st);
+
+static void
+forget_unseen (TwedAuto *ctl, const char *host, GHashTable *vms, gint64 now, gint64 forget_after)
+{
+  GHashTableIter it;
+  const char *uuid;
+  VmState *st;
+
+  if (now == G_MININT64 || forget_after <= 0)
+    return;
+  g_hash_table_iter_init (&it, vms);
+  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &st))
+    if (now - st->seen_at > forget_after)
+      {
+        forget_vm (ctl, host, uuid, st);
+        g_hash_table_iter_remove (&it);
+      }
+}
+
 /* Drops where @uuid was read on @host; its saved bars go with it at the
  * next save.  The caller removes @st from the host's table. */
 static void
@@ -901,20 +926,38 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
       st->w_reads++;
     }
 
-  if (now != G_MININT64 && forget_after > 0)
+  forget_unseen (ctl, host->name, vms, now, forget_after);
+  g_mutex_unlock (&ctl->lock);
+}
+
+/* The newest read time of @host's domains, G_MININT64 = none. */
+static gint64
+read_time (const TwedHost *host)
+{
+  gint64 now = G_MININT64;
+
+  for (guint i = 0; i < host->domains->len; i++)
     {
-      GHashTableIter it;
-      VmState *st;
+      const TwedDomain *dom = g_ptr_array_index (host->domains, i);
 
-      const char *uuid;
+      if (dom->signals)
+        now = MAX (now, dom->signals->at);
+    }
+  return now;
+}
 
-      g_hash_table_iter_init (&it, vms);
-      while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &st))
-        if (now - st->seen_at > forget_after)
-          {
-            forget_vm (ctl, host->name, uuid, st);
-            g_hash_table_iter_remove (&it);
-          }
+void
+twed_auto_forget_unseen (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
+{
+  GHashTable *vms;
+
+  g_mutex_lock (&ctl->lock);
+  vms = g_hash_table_lookup (ctl->hosts, host->name);
+  if (vms)
+    {
+      forget_unseen (ctl, host->name, vms, read_time (host), forget_after);
+      if (g_hash_table_size (vms) == 0)
+        g_hash_table_remove (ctl->hosts, host->name);
     }
   g_mutex_unlock (&ctl->lock);
 }
@@ -1262,6 +1305,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
    * before a wall clock stepped back, or set under a longer cooldown
    * before a reload. */
   st->ceiling_until = MIN (st->ceiling_until, now + (gint64) p->cooldown_seconds * G_USEC_PER_SEC);
+  kept.ceiling_until = st->ceiling_until;
   if (st->refused != LEVEL_NONE)
     st->refused_until = MIN (st->refused_until, now + MAX (2 * dwell, (gint64) p->cooldown_seconds * G_USEC_PER_SEC));
   if (now - st->advanced_at >= (gint64) p->stale_seconds * G_USEC_PER_SEC)
@@ -1365,9 +1409,12 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
           verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
                    g_strdup_printf ("twed_delay reads %u, not the %s set, for %" G_GINT64_FORMAT " s: off",
                                     st->twed_delay, ln, waited / G_USEC_PER_SEC));
-          /* At off already: off written again, explicitly. */
+          /* At off already: off written again, explicitly, and waited
+           * for again: a reading that never moves gets one write per
+           * stale_seconds, not one per pass. */
           out->set_off = level == LEVEL_OFF;
           out->protective = TRUE;
+          st->mismatch_since = now;
         }
       else
         verdict (out, TWED_AUTO_HOLD, level,

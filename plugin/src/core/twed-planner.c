@@ -737,7 +737,7 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
       if (ctl && host_has_auto (host, set))
         twed_auto_observe (ctl, host, TWED_AUTO_FORGET_USEC);
       else if (ctl)
-        twed_auto_forget_host (ctl, host->name);
+        twed_auto_forget_unseen (ctl, host, TWED_AUTO_FORGET_USEC);
       g_clear_pointer (&labels.host, g_ref_string_release);
       labels.host = g_ref_string_new (host->name);
       for (guint d = 0; d < host->domains->len; d++)

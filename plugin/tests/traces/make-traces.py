@@ -1256,8 +1256,8 @@ def notinforce():
     tr = Trace("notinforce", """A setting whose delay never shows in twed_delay (QEMU or the host did
 not take it, a delay the kernel clamps): held while it may still take
 effect, then off once it has not for stale_seconds, as a protective
-change, rather than held unjudged for ever.  A delay that shows up in
-time is judged as usual.""", (2, 6), P)
+change, rather than held unjudged for ever; off that does not show
+either is written again once per stale_seconds, not at every read.""", (2, 6), P)
     a = Vm("vm", "00000000-0000-0000-0000-000000000021", 2, 2, "0-1", 0.5,
            table({-1: 1000, 2: 800, 3: 550}, {-1: 0.1}))
     first_read(tr, "host-a", [a]); tr.expect(a, "baseline", "off")
@@ -1272,7 +1272,19 @@ time is judged as usual.""", (2, 6), P)
     tr.read("host-a", [a])
     tr.expect(a, "fallback", "off", "twed_delay reads 1, not the 2 set, for 60 s: off")
     tr.protective(a)
+    # off set, and the delay still reads 1: waited for afresh (a new
+    # setting), then off written again once per stale_seconds, not at
+    # every read
     a.setting = "off"
+    tr.read("host-a", [a])
+    tr.expect(a, "hold", "off", "twed_delay reads 1, not the off set, for 0 s of the 60 s allowed")
+    for _ in range(6):
+        tr.read("host-a", [a])
+    tr.expect(a, "fallback", "off", "twed_delay reads 1, not the off set, for 60 s: off")
+    tr.out.append("setoff vm")
+    tr.protective(a)
+    tr.read("host-a", [a])
+    tr.expect(a, "hold", "off", "for 10 s of the 60 s allowed")
     a.delay = None
     tr.read("host-a", [a]); tr.expect(a, "hold", "off", "dwell")
     tr.write()
