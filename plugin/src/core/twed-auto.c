@@ -976,21 +976,6 @@ forget_vms (TwedAuto *ctl, const char *host, GHashTable *vms)
 }
 
 void
-twed_auto_forget_host (TwedAuto *ctl, const char *host)
-{
-  GHashTable *vms;
-
-  g_mutex_lock (&ctl->lock);
-  vms = g_hash_table_lookup (ctl->hosts, host);
-  if (vms)
-    {
-      forget_vms (ctl, host, vms);
-      g_hash_table_remove (ctl->hosts, host);
-    }
-  g_mutex_unlock (&ctl->lock);
-}
-
-void
 twed_auto_retain_hosts (TwedAuto *ctl, gboolean (*keep) (const char *host, gpointer data), gpointer data)
 {
   GHashTableIter it;

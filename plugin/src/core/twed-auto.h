@@ -84,14 +84,13 @@ void      twed_auto_unref (TwedAuto *ctl);
  * wait of the VMs sharing a pCPU with it.  Domains not listed for
  * @forget_after usec are forgotten. */
 void twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after);
-/* Forgets every domain read on @host (a host removed from the
- * configuration).  Their saved bars go at the next save. */
-void twed_auto_forget_host (TwedAuto *ctl, const char *host);
 /* For a host twed_auto_observe () is not called for (none of its
  * running domains under auto): forgets only the domains not listed on
  * it for @forget_after usec, as observe would, refreshing nothing. */
 void twed_auto_forget_unseen (TwedAuto *ctl, const TwedHost *host, gint64 forget_after);
-/* twed_auto_forget_host () for every host @keep says no to. */
+/* Forgets every domain read on each host @keep says no to (hosts
+ * removed from the configuration).  Their saved bars go at the next
+ * save. */
 void twed_auto_retain_hosts (TwedAuto *ctl, gboolean (*keep) (const char *host, gpointer data),
                              gpointer data);
 
