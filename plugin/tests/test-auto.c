@@ -351,6 +351,7 @@ plan_host_new (guint ncpus)
 static void
 steady_signals (TwedDomain *d, int r, guint twed_delay)
 {
+  g_clear_pointer (&d->signals, twed_domain_signals_free);
   d->signals = twed_domain_signals_new ((gint64) r * 10 * G_USEC_PER_SEC, 1);
   for (guint v = 0; v < 2; v++)
     {
@@ -778,6 +779,57 @@ test_plan_protective_first (void)
     }
 }
 
+static gboolean
+keep_none (const char *host, gpointer data)
+{
+  return FALSE;
+}
+
+/* Whether the controller still holds state for @dom on @h: without it
+ * a decision can only say the VM was not read there. */
+static gboolean
+controller_knows (TwedAuto *ctl, TwedHost *h, TwedDomain *dom)
+{
+  const TwedSetting bounds = { TWED_MODE_AUTO, 0, 1, 4 };
+  TwedAutoParams params;
+  TwedAutoVerdict v = { 0 };
+  gboolean known;
+
+  twed_auto_params_init (&params);
+  twed_auto_decide (ctl, h, dom, &bounds, &params, &v);
+  known = strstr (v.reason, "not read on this host") == NULL;
+  twed_auto_verdict_clear (&v);
+  return known;
+}
+
+/* A host with nothing under auto forgets only the VMs it has not listed
+ * for twedd's hour; a host removed from the configuration forgets all. */
+static void
+test_forget (void)
+{
+  g_autoptr(TwedAuto) ctl = twed_auto_new ();
+  g_autoptr(TwedHost) h = plan_host_new (2);
+  TwedDomain *d = add_steady_vm (h, "a", "00000000-0000-0000-0000-000000000061", 1, 0);
+  gint64 hour_reads = TWED_AUTO_FORGET_USEC / (10 * G_USEC_PER_SEC);
+
+  twed_host_compute (h);
+  twed_auto_observe (ctl, h, TWED_AUTO_FORGET_USEC);
+  g_assert_true (controller_knows (ctl, h, d));
+  /* Listed an hour later, not observed (nothing under auto): kept. */
+  steady_signals (d, 1 + (int) hour_reads, 0);
+  twed_auto_forget_unseen (ctl, h, TWED_AUTO_FORGET_USEC);
+  g_assert_true (controller_knows (ctl, h, d));
+  /* A read later, more than an hour since it was last seen: gone. */
+  steady_signals (d, 2 + (int) hour_reads, 0);
+  twed_auto_forget_unseen (ctl, h, TWED_AUTO_FORGET_USEC);
+  g_assert_false (controller_knows (ctl, h, d));
+
+  twed_auto_observe (ctl, h, TWED_AUTO_FORGET_USEC);
+  g_assert_true (controller_knows (ctl, h, d));
+  twed_auto_retain_hosts (ctl, keep_none, NULL);
+  g_assert_false (controller_knows (ctl, h, d));
+}
+
 /* A persistent domain that is not running has no signals to judge: the
  * controller leaves it alone, it keeps a delay the bounds allow, and a
  * delay outside them goes off as an ordinary change that waits behind
@@ -980,6 +1032,7 @@ main (int argc, char **argv)
   g_test_add_func ("/auto/plan/single-run", test_plan_single_run);
   g_test_add_func ("/auto/plan/protective-first", test_plan_protective_first);
   g_test_add_func ("/auto/plan/not-running", test_plan_not_running);
+  g_test_add_func ("/auto/forget", test_forget);
   g_test_add_func ("/auto/plan/failure-hold", test_plan_failure_hold);
   g_test_add_func ("/auto/plan/failure-hold-raise", test_plan_failure_hold_raise);
   return g_test_run ();
