@@ -774,10 +774,35 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
   st->prev_at = sig->at;
 }
 
+/* Drops where @uuid was read on @host; its saved bars go with it at the
+ * next save.  The caller removes @st from the host's table. */
+static void
+forget_vm (TwedAuto *ctl, const char *host, const char *uuid, const VmState *st)
+{
+  if (g_strcmp0 (g_hash_table_lookup (ctl->where, uuid), host) == 0)
+    g_hash_table_remove (ctl->where, uuid);
+  if (!bars_equal (&st->saved, &NO_BARS))
+    g_ptr_array_add (ctl->forgotten, twed_auto_bars_new (host, uuid));
+}
+
+/* The newest read time of @host's domains, G_MININT64 = none. */
+static gint64
+read_time (const TwedHost *host)
+{
+  gint64 now = G_MININT64;
+
+  for (guint i = 0; i < host->domains->len; i++)
+    {
+      const TwedDomain *dom = g_ptr_array_index (host->domains, i);
+
+      if (dom->signals)
+        now = MAX (now, dom->signals->at);
+    }
+  return now;
+}
+
 /* Under the lock: forgets the domains of @vms not listed on @host for
  * @forget_after usec at read time @now (G_MININT64: no read, nothing). */
-static void forget_vm (TwedAuto *ctl, const char *host, const char *uuid, const VmState *st);
-
 static void
 forget_unseen (TwedAuto *ctl, const char *host, GHashTable *vms, gint64 now, gint64 forget_after)
 {
@@ -796,23 +821,12 @@ forget_unseen (TwedAuto *ctl, const char *host, GHashTable *vms, gint64 now, gin
       }
 }
 
-/* Drops where @uuid was read on @host; its saved bars go with it at the
- * next save.  The caller removes @st from the host's table. */
-static void
-forget_vm (TwedAuto *ctl, const char *host, const char *uuid, const VmState *st)
-{
-  if (g_strcmp0 (g_hash_table_lookup (ctl->where, uuid), host) == 0)
-    g_hash_table_remove (ctl->where, uuid);
-  if (!bars_equal (&st->saved, &NO_BARS))
-    g_ptr_array_add (ctl->forgotten, twed_auto_bars_new (host, uuid));
-}
-
 void
 twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
 {
   g_autoptr(GPtrArray) states = g_ptr_array_new ();
   g_autoptr(GPtrArray) doms = g_ptr_array_new ();
-  gint64 now = G_MININT64;
+  gint64 now = read_time (host);
   GHashTable *vms;
 
   g_mutex_lock (&ctl->lock);
@@ -841,8 +855,6 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
        * destination while the source still runs it. */
       if (!st->missing)
         g_hash_table_replace (ctl->where, g_strdup (dom->uuid), g_strdup (host->name));
-      if (dom->signals)
-        now = MAX (now, dom->signals->at);
       g_ptr_array_add (states, st);
       g_ptr_array_add (doms, (gpointer) dom);
     }
@@ -928,22 +940,6 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
 
   forget_unseen (ctl, host->name, vms, now, forget_after);
   g_mutex_unlock (&ctl->lock);
-}
-
-/* The newest read time of @host's domains, G_MININT64 = none. */
-static gint64
-read_time (const TwedHost *host)
-{
-  gint64 now = G_MININT64;
-
-  for (guint i = 0; i < host->domains->len; i++)
-    {
-      const TwedDomain *dom = g_ptr_array_index (host->domains, i);
-
-      if (dom->signals)
-        now = MAX (now, dom->signals->at);
-    }
-  return now;
 }
 
 void
