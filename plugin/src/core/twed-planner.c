@@ -152,9 +152,18 @@ shared_band_label (PlanLabels *labels, const TwedPolicy *pol, guint index)
   return g_ptr_array_index (pl->bands, index);
 }
 
+/* Whether an auto band's @bounds allow @s: off, or a fixed delay within
+ * them (the only settings the controller moves a VM between). */
+static gboolean
+auto_allows (const TwedSetting *bounds, const TwedSetting *s)
+{
+  return s->mode == TWED_MODE_OFF ||
+         (s->mode == TWED_MODE_FIXED && s->delay >= bounds->min && s->delay <= bounds->max);
+}
+
 /* Whether band @i may have left a VM at @current: its setting, or for
- * an auto band off or a fixed delay within its bounds (where the
- * controller may have moved it). */
+ * an auto band a setting its bounds allow (where the controller may
+ * have moved it). */
 static gboolean
 band_holds (const TwedPolicy *pol, guint i, const TwedSetting *current)
 {
@@ -162,8 +171,7 @@ band_holds (const TwedPolicy *pol, guint i, const TwedSetting *current)
 
   if (b->mode != TWED_MODE_AUTO)
     return twed_setting_equal (b, current);
-  return current->mode == TWED_MODE_OFF ||
-         (current->mode == TWED_MODE_FIXED && current->delay >= b->min && current->delay <= b->max);
+  return auto_allows (b, current);
 }
 
 /* Stateless hysteresis: keep the current setting if a band near the
@@ -230,9 +238,7 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
       /* The controller only ever asks for off or a fixed delay within
        * the bounds in force now; a daemon that met a bug of its own
        * turns the delay off rather than abort or set something else. */
-      if (!(v.target.mode == TWED_MODE_OFF ||
-            (v.target.mode == TWED_MODE_FIXED && v.target.delay >= bounds->min &&
-             v.target.delay <= bounds->max)))
+      if (!auto_allows (bounds, &v.target))
         {
           g_critical ("auto %u..%u: the controller asked %s for %s: off instead", bounds->min,
                       bounds->max, dom->name, twed_mode_to_string (v.target.mode));
@@ -257,8 +263,7 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
   if (ctl)
     twed_auto_skip (ctl, host, dom);
   e->auto_decision = TWED_AUTO_HOLD;
-  if (e->current.mode == TWED_MODE_OFF ||
-      (e->current.mode == TWED_MODE_FIXED && e->current.delay >= bounds->min && e->current.delay <= bounds->max))
+  if (auto_allows (bounds, &e->current))
     e->target = e->current;
   else
     {
