@@ -15,6 +15,7 @@
 
 typedef struct {
   char *name;
+  char *host, *uuid;      /* where and as what it was last decided on */
   TwedAutoVerdict verdict;
   gboolean decided;
   gboolean skipped;       /* planned without the controller (pinned) from a "skip" line on */
@@ -25,6 +26,8 @@ static void
 decided_free (Decided *d)
 {
   g_free (d->name);
+  g_free (d->host);
+  g_free (d->uuid);
   twed_auto_verdict_clear (&d->verdict);
   g_free (d);
 }
@@ -114,6 +117,10 @@ finish_read (TwedAuto *ctl, TwedHost *host, GHashTable *decided, const TwedSetti
       twed_auto_verdict_clear (&d->verdict);
       twed_auto_decide (ctl, host, dom, bounds, params, &d->verdict);
       d->decided = TRUE;
+      g_free (d->host);
+      d->host = g_strdup (host->name);
+      g_free (d->uuid);
+      d->uuid = g_strdup (dom->uuid);
       /* The planner's rule (plan_auto): only off or a fixed delay within
        * the bounds, whatever the decision. */
       if (!(d->verdict.target.mode == TWED_MODE_OFF ||
@@ -210,6 +217,8 @@ test_trace (gconstpointer data)
           g_clear_pointer (&host, twed_host_free);
           t = atoi (f[1]);
           host = twed_host_new (f[2], "test:///trace");
+          /* "read T HOST [SESSION]": the connection it was read over. */
+          host->session = nf > 3 ? (guint) atoi (f[3]) : 0;
           host->reachable = TRUE;
           host->support = TWED_SUPPORT_YES;
           host->ncpus = 2;
@@ -273,6 +282,29 @@ test_trace (gconstpointer data)
           g_clear_pointer (&ctl, twed_auto_unref);
           ctl = twed_auto_new ();
           twed_auto_restore_bars (ctl, saved, TRACE_USEC (t), TRACE_USEC (t) + to_real);
+        }
+      else if (g_str_equal (f[0], "notmade"))
+        {
+          /* "notmade VM deferred|failed|refused": the step of its last
+           * decision was not made, as twedd reports it after the pass. */
+          static const char *const why[] = { "deferred", "failed", "refused" };
+          TwedAutoStepOutcome outcome = 0;
+          Decided *d;
+
+          g_assert_cmpuint (nf, ==, 3);
+          d = g_hash_table_lookup (decided, f[1]);
+          g_assert_nonnull (d);
+          g_assert_true (d->decided);
+          for (guint k = 0; k < G_N_ELEMENTS (why); k++)
+            if (g_str_equal (f[2], why[k]))
+              outcome = TWED_AUTO_STEP_DEFERRED + k;
+          g_assert_cmpint (outcome, !=, 0);
+          if (host)
+            {
+              finish_read (ctl, host, decided, &bounds, &params);
+              g_clear_pointer (&host, twed_host_free);
+            }
+          twed_auto_step_not_made (ctl, d->host, d->uuid, &d->verdict.target, outcome);
         }
       else if (g_str_equal (f[0], "setoff"))
         {
@@ -389,6 +421,50 @@ plan_one_vm (TwedPolicySet *set, TwedAuto *ctl, guint ncpus, int r, guint twed_d
   twed_host_compute (h);
   g_ptr_array_add (hosts, h);
   return twed_plan_build (hosts, set, &o);
+}
+
+/* A step up the rate limits defer is reported so by twedd
+ * (twed_plan_report_auto ()): it is not the host's ceiling, so it bars
+ * nothing, and once dropped after a dwell the VM steps up again.
+ * Unreported, the same step would count as refused. */
+static void
+test_plan_deferred_not_refused (void)
+{
+  static const char doc[] =
+    "{\"version\":1,\"name\":\"loop\",\"beyond\":{\"mode\":\"auto\",\"min\":1,\"max\":4},"
+    "\"auto\":{\"dwell_seconds\":10}}";
+  g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
+
+  g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
+  for (int reported = 0; reported < 2; reported++)
+    {
+      g_autoptr(TwedAuto) ctl = twed_auto_new ();
+      g_autoptr(TwedPlan) plan = NULL;
+      TwedPlanEntry *e = NULL;
+
+      for (int r = 0; r < 5; r++)
+        {
+          g_clear_pointer (&plan, twed_plan_free);
+          plan = plan_one_vm (set, ctl, 1, r, 0);
+          e = g_ptr_array_index (plan->entries, 0);
+          g_test_message ("read %d: %s: %s", r, twed_action_to_string (e->action), e->reason);
+          /* Whatever it asks for, a global cap of the interval (the
+           * grant step of twedd) defers it. */
+          if (e->action == TWED_ACTION_CHANGE)
+            e->action = TWED_ACTION_DEFER;
+          if (reported)
+            twed_plan_report_auto (plan, ctl, FALSE);
+        }
+      /* Decided at read 2, asked again at 3 (a dwell later dropped),
+       * judged afresh at 4. */
+      if (reported)
+        {
+          g_assert_cmpuint (e->auto_decision, ==, TWED_AUTO_STEP_UP);
+          g_assert_null (strstr (e->reason, "not taken"));
+        }
+      else
+        g_assert_nonnull (strstr (e->reason, "1 refused or not in force when asked"));
+    }
 }
 
 /* A step decided, not made, and the VM's ratio then in a neighbouring
@@ -779,12 +855,6 @@ test_plan_protective_first (void)
     }
 }
 
-static gboolean
-keep_none (const char *host, gpointer data)
-{
-  return FALSE;
-}
-
 /* Whether the controller still holds state for @dom on @h: without it
  * a decision can only say the VM was not read there. */
 static gboolean
@@ -826,8 +896,24 @@ test_forget (void)
 
   twed_auto_observe (ctl, h, TWED_AUTO_FORGET_USEC);
   g_assert_true (controller_knows (ctl, h, d));
-  twed_auto_retain_hosts (ctl, keep_none, NULL);
+  {
+    const char *others[] = { "other", NULL };
+
+    twed_auto_retain_hosts (ctl, others);
+  }
   g_assert_false (controller_knows (ctl, h, d));
+  /* A pass over the removed host that was still running keeps nothing
+   * (it would be kept for ever: nothing reads that host again). */
+  twed_auto_observe (ctl, h, TWED_AUTO_FORGET_USEC);
+  g_assert_false (controller_knows (ctl, h, d));
+  /* Configured again: read again. */
+  {
+    const char *both[] = { "other", h->name, NULL };
+
+    twed_auto_retain_hosts (ctl, both);
+  }
+  twed_auto_observe (ctl, h, TWED_AUTO_FORGET_USEC);
+  g_assert_true (controller_knows (ctl, h, d));
 }
 
 /* A persistent domain that is not running has no signals to judge: the
@@ -903,8 +989,9 @@ test_plan_failure_hold (void)
   g_autoptr(TwedPolicySet) set = twed_policy_set_new ();
 
   g_assert_true (twed_policy_set_add (set, twed_policy_parse (doc, sizeof doc - 1, "loop.json", NULL), NULL));
-  for (int after_failure = 0; after_failure < 2; after_failure++)
+  for (int k = 0; k < 4; k++)
     {
+      gboolean after_failure = k & 1, running = !(k & 2);
       g_autoptr(GPtrArray) hosts = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_host_free);
       TwedHost *h = plan_host_new (1);
       TwedPlanOptions o = { "2026-01-01T00:00:00Z", 0, NULL };
@@ -919,6 +1006,10 @@ test_plan_failure_hold (void)
       d->hold = g_strdup (after_failure ? "its last change failed (3 in a row, next try in 240 s): EINVAL"
                                         : "changed 10 s ago, min_change_interval 60 s");
       d->hold_after_failure = after_failure;
+      /* A definition waits out the back-off: nothing pays for its
+       * delay until it runs. */
+      d->active = running;
+      d->persistent = TRUE;
       twed_host_compute (h);
       g_ptr_array_add (hosts, h);
       plan = twed_plan_build (hosts, set, &o);
@@ -926,7 +1017,7 @@ test_plan_failure_hold (void)
       g_test_message ("%s: %s", twed_action_to_string (e->action), e->reason);
       g_assert_cmpuint (e->auto_decision, ==, TWED_AUTO_STEP_DOWN);
       g_assert_cmpuint (e->target.mode, ==, TWED_MODE_OFF);
-      g_assert_cmpuint (e->action, ==, after_failure ? TWED_ACTION_CHANGE : TWED_ACTION_DEFER);
+      g_assert_cmpuint (e->action, ==, after_failure && running ? TWED_ACTION_CHANGE : TWED_ACTION_DEFER);
     }
 }
 
@@ -991,6 +1082,93 @@ test_plan_failure_hold_raise (void)
     }
 }
 
+typedef struct {
+  TwedAuto *ctl;
+  guint index;
+  gint decided;           /* atomic */
+} HostPasses;
+
+/* A worker's passes over its own host: 200 reads of 8 VMs sharing its
+ * pCPUs, a decision for each after each read. */
+static gpointer
+host_passes (gpointer data)
+{
+  HostPasses *hp = data;
+  const TwedSetting bounds = { TWED_MODE_AUTO, 0, 1, 4 };
+  TwedAutoParams params;
+
+  twed_auto_params_init (&params);
+  params.dwell_seconds = 20;
+  for (int r = 0; r < 200; r++)
+    {
+      g_autoptr(TwedHost) h = plan_host_new (2);
+
+      g_free (h->name);
+      h->name = g_strdup_printf ("h%u", hp->index);
+      for (guint v = 0; v < 8; v++)
+        {
+          g_autofree char *name = g_strdup_printf ("vm%u", v);
+          g_autofree char *uuid = g_strdup_printf ("00000000-0000-0000-%04u-%012u", hp->index, v);
+
+          add_steady_vm (h, name, uuid, r, 0);
+        }
+      twed_host_compute (h);
+      twed_auto_observe (hp->ctl, h, TWED_AUTO_FORGET_USEC);
+      for (guint d = 0; d < h->domains->len; d++)
+        {
+          TwedAutoVerdict v = { 0 };
+
+          twed_auto_decide (hp->ctl, h, g_ptr_array_index (h->domains, d), &bounds, &params, &v);
+          if (v.reason)
+            g_atomic_int_inc (&hp->decided);
+          twed_auto_verdict_clear (&v);
+        }
+    }
+  return NULL;
+}
+
+/* Passes over different hosts run on twedd's workers while the main
+ * loop saves bars, reloads (dry run, the hosts configured) and marks
+ * saves lost: every entry point under the controller's and the hosts'
+ * locks together, which must neither deadlock nor lose a decision. */
+static void
+test_threads (void)
+{
+  g_autoptr(TwedAuto) ctl = twed_auto_new ();
+  HostPasses hp[4];
+  GThread *workers[4];
+  const char *hosts[] = { "h0", "h1", "h2", "h3", NULL };
+  guint running = G_N_ELEMENTS (workers), rounds = 0;
+
+  for (guint i = 0; i < G_N_ELEMENTS (workers); i++)
+    {
+      hp[i] = (HostPasses) { ctl, i, 0 };
+      workers[i] = g_thread_new ("host-passes", host_passes, &hp[i]);
+    }
+  while (running)
+    {
+      g_autoptr(GPtrArray) saved = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
+
+      twed_auto_save_bars (ctl, NULL, FALSE, 0, 0, saved);
+      twed_auto_save_bars (ctl, "h1", TRUE, 0, 0, saved);
+      twed_auto_retain_hosts (ctl, hosts);
+      twed_auto_set_dry_run (ctl, rounds % 2);
+      twed_auto_bars_unsaved (ctl);
+      rounds++;
+      running = 0;
+      for (guint i = 0; i < G_N_ELEMENTS (workers); i++)
+        running += g_atomic_int_get (&hp[i].decided) < 200 * 8;
+      if (rounds > 100000)
+        g_error ("the workers did not finish");
+    }
+  for (guint i = 0; i < G_N_ELEMENTS (workers); i++)
+    {
+      g_thread_join (workers[i]);
+      g_assert_cmpint (hp[i].decided, ==, 200 * 8);
+    }
+  g_test_message ("%u rounds of the main loop's calls beside the passes", rounds);
+}
+
 static int
 cmp_name (gconstpointer a, gconstpointer b)
 {
@@ -1025,6 +1203,7 @@ main (int argc, char **argv)
       g_test_add_data_func_full (tp, g_build_filename (dir, f, NULL), test_trace, g_free);
     }
   g_test_add_func ("/auto/plan/limits", test_plan_limits);
+  g_test_add_func ("/auto/plan/deferred-not-refused", test_plan_deferred_not_refused);
   g_test_add_func ("/auto/bars/restart", test_bars_restart);
   g_test_add_func ("/auto/bars/state-file", test_bars_state_file);
   g_test_add_func ("/auto/plan/host-default", test_plan_host_default);
@@ -1033,6 +1212,7 @@ main (int argc, char **argv)
   g_test_add_func ("/auto/plan/protective-first", test_plan_protective_first);
   g_test_add_func ("/auto/plan/not-running", test_plan_not_running);
   g_test_add_func ("/auto/forget", test_forget);
+  g_test_add_func ("/auto/threads", test_threads);
   g_test_add_func ("/auto/plan/failure-hold", test_plan_failure_hold);
   g_test_add_func ("/auto/plan/failure-hold-raise", test_plan_failure_hold_raise);
   return g_test_run ();

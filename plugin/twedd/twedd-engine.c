@@ -930,6 +930,9 @@ finish_pass (TwedEngine *e, PassJob *job)
     g_hash_table_remove (e->busy, job->host);
   if (job->stage == PASS_READ && pass_superseded (e, job))
     {
+      /* Its auto steps were decided and never asked for. */
+      if (job->plan)
+        twed_plan_report_auto (job->plan, job->controller, TRUE);
       /* Nothing of it is used; a pass with what is in force follows. */
       twed_log_host (G_LOG_LEVEL_DEBUG, job->host, "pass dropped: the configuration or policies changed");
       if (ours && g_hash_table_contains (e->configured, job->host))
@@ -946,6 +949,8 @@ finish_pass (TwedEngine *e, PassJob *job)
     g_warning ("no valid policy loaded yet: planning skipped, nothing applied");
   else
     {
+      /* Before the changes made count as kept below. */
+      twed_plan_report_auto (job->plan, job->controller, job->skipped);
       e->counters.changes_failed += job->failed;
       e->counters.changes_applied += job->applied;
       if (job->changes && (job->dry_run || !twed_domain_params_available ()))
@@ -1743,7 +1748,11 @@ forget_removed_hosts (TwedEngine *e)
           g_hash_table_iter_remove (&it);
     }
   twed_plan_store_retain (e->plans, configured, e->configured);
-  twed_auto_retain_hosts (e->controller, configured, e->configured);
+  {
+    g_autofree const char **hosts = (const char **) g_hash_table_get_keys_as_array (e->configured, NULL);
+
+    twed_auto_retain_hosts (e->controller, hosts);
+  }
 }
 
 static void

@@ -44,20 +44,25 @@
  * pooled, so that one window of a few reads (which varies by half or
  * more in a lock-heavy guest) does not decide alone. */
 typedef struct {
-  double exits[POOL_WINDOWS], time_ns[POOL_WINDOWS];
-  guint n;                  /* windows held, up to POOL_WINDOWS */
-  guint next;               /* slot of the next window */
-  gint64 at;                /* end of the last window pooled */
+  float exits[POOL_WINDOWS], time_ns[POOL_WINDOWS];
+  guint8 n;                 /* windows held, up to POOL_WINDOWS */
+  guint8 next;              /* slot of the next window */
   gboolean valid;
+  gint64 at;                /* end of the last window pooled */
 } LevelStats;
+
+/* A level never measured since the reference: what a VM's stats of a
+ * level are until it is (they are allocated then, so that a VM costs
+ * the levels it visits, not the ladder). */
+static const LevelStats NO_STATS = { { 0 }, { 0 }, 0, 0, FALSE, 0 };
 
 static void
 pool_add (LevelStats *s, double exits, double time_ns, gint64 at)
 {
-  s->exits[s->next] = exits;
-  s->time_ns[s->next] = time_ns;
-  s->next = (s->next + 1) % POOL_WINDOWS;
-  s->n = MIN (s->n + 1, POOL_WINDOWS);
+  s->exits[s->next] = (float) exits;
+  s->time_ns[s->next] = (float) time_ns;
+  s->next = (guint8) ((s->next + 1) % POOL_WINDOWS);
+  s->n = (guint8) MIN (s->n + 1, POOL_WINDOWS);
   s->at = at;
   s->valid = TRUE;
 }
@@ -81,14 +86,32 @@ pooled_rate (const LevelStats *s)
  * pCPU that it waited for one.  Unlike the wait per second, the share
  * does not grow with the number of vCPUs or with how busy the VM is,
  * and it is bounded, so one noisy read cannot swamp a window. */
+/* A party is named by its slot on the host (HostVms.slots): the VMs of
+ * a host each hold an array of the parties of their window and one of
+ * those met at off, sorted by slot, so that a VM's figures cost a few
+ * bytes per co-runner rather than a copy of its name and uuid.  Single
+ * precision: the figures are ns summed over windows of minutes to
+ * hours, compared as shares to a point. */
 typedef struct {
-  char *name;
-  double wait_ns, run_ns;
-  double elapsed_ns;        /* the time its deltas covered (a co-runner's reads may span
+  guint32 slot;
+  guint32 nvcpus;           /* its vCPUs that may run on the VM's pCPUs, at most */
+  float wait_ns, run_ns;
+  float elapsed_ns;         /* the time its deltas covered (a co-runner's reads may span
                              * more or less than the window's) */
-  double share;             /* wait_ns / run_ns, once the window is judged */
-  gboolean busy;            /* runnable for NEWCOMER_FRACTION of the window judged */
 } Party;
+
+/* A party of a judged window, with its share: wait_ns / run_ns. */
+typedef struct {
+  const Party *p;
+  double share;
+  gboolean busy;            /* runnable for NEWCOMER_FRACTION of the window judged */
+} Judged;
+
+/* pCPUs as a bitmap; NULL = every pCPU. */
+typedef struct {
+  guint nwords;
+  guint64 w[];
+} CpuMask;
 
 typedef struct {
   double wait_ns, time_ns;
@@ -121,7 +144,9 @@ typedef struct {
   int id;
   gint64 prev_at;
   GArray *prev;             /* TwedVcpuSignals of the previous read, NULL = none */
+  guint session;            /* the host's connection of that read (TwedHost.session) */
   gint64 seen_at;
+  gboolean where_known;     /* the controller's where says this host */
   gint64 advanced_at;       /* last read in which the vCPUs ran at all */
   char *missing;            /* why the last read gave no usable signals */
   gint64 gap_since;         /* first read of a run without them after a complete
@@ -132,6 +157,8 @@ typedef struct {
   char *reset;              /* why the last read restarted the deltas */
   guint twed_delay;         /* highest vcpu.N.twed_delay.cur of the last read */
   gint64 mismatch_since;    /* first read whose twed_delay did not match the setting, 0 = none */
+  gint64 zero_since;        /* first read of a fixed delay whose twed_delay read 0 while WFEs
+                             * trapped, 0 = none */
 
   /* This read's deltas. */
   gboolean have_delta;
@@ -145,25 +172,27 @@ typedef struct {
   GArray *d_vcpus;          /* VcpuDelta by vCPU */
   GArray *cost_prev;        /* TwedVcpuSignals of the last read with them, NULL = none */
   char *cost_host;
+  guint cost_session;
   int cost_id;
   gint64 cost_at;
-  GArray *pcpus;            /* pCPUs it may run on, NULL = all */
-  GPtrArray *vcpu_pcpus;    /* per vCPU GArray<guint>, NULL entry = all */
+  guint slot;               /* its party slot on the host */
+  CpuMask *pcpus;           /* pCPUs it may run on, NULL = all */
+  GPtrArray *vcpu_pcpus;    /* per vCPU CpuMask, NULL entry = all */
 
   /* The window at the current level. */
   int level;
   double w_exits, w_time_ns, w_elapsed_ns;
   guint w_reads;
-  GHashTable *w_parties;    /* uuid -> Party: the VM and its co-runners */
-  LevelStats stats[TWED_DELAY_LIMIT + 2]; /* by level + 1 */
-  GHashTable *off_shares;   /* uuid -> Party: every party seen at off, whatever it ran,
+  GArray *w_parties;        /* Party by slot: the VM and its co-runners */
+  LevelStats *stats[TWED_DELAY_LIMIT + 2]; /* by level + 1, NULL = not measured */
+  GArray *off_shares;       /* Party by slot: every party seen at off, whatever it ran,
                              * its wait and runnable time pooled over the windows at
                              * off since the reference was taken */
-  GHashTable *newcomers;    /* uuid -> name: parties of the last judged window at a
+  GArray *newcomers;        /* guint32 slots: parties of the last judged window at a
                              * level that were never seen at off */
   gint64 remeasured_at;     /* when off was last measured again for a newcomer, 0 = never */
   int return_to;            /* the level left to measure off again, LEVEL_NONE = none */
-  GArray *off_pcpus;        /* the VM's pCPUs then (sorted), NULL = all */
+  CpuMask *off_pcpus;       /* the VM's pCPUs then, NULL = all */
   int ceiling;              /* highest level allowed until ceiling_until */
   gint64 ceiling_until;
   int refused;              /* lowest level asked for and not in force after a dwell (the
@@ -182,6 +211,7 @@ typedef struct {
   int pending_from;         /* the level it was decided at */
   gboolean pending_protective; /* it undoes a cost: sent again, it keeps its priority */
   gint64 pending_at;
+  TwedAutoStepOutcome pending_outcome; /* the worst report that it was not made, 0 = none */
 
   int restored_id;          /* bars restored at twedd's start for this domain id, until
                              * its first complete read; 0 = none */
@@ -189,17 +219,28 @@ typedef struct {
   gint64 cooldown;          /* usec: the cooldown of its last decision, -1 = none yet */
 } VmState;
 
+/* The VMs read on one host.  Each host has its own lock: passes over
+ * different hosts run on workers at once, and the main loop's save of
+ * one host's bars waits for that host's pass only.  Reference counted:
+ * a reload may drop the host while a pass still works on it. */
+typedef struct {
+  GMutex lock;
+  GHashTable *vms;          /* uuid -> VmState */
+  GPtrArray *slots;         /* slot -> VmState, NULL = free */
+} HostVms;
+
 /* State is kept per (host, uuid): a pass reads and forgets only within
- * its host, and the two sides of a live migration keep their own.  Every
- * entry point holds the lock throughout: passes over different hosts
- * run on workers, and a reload (twed_auto_set_dry_run) reaches every
- * host's table from the main thread. */
+ * its host, and the two sides of a live migration keep their own.  The
+ * controller's lock guards its tables of hosts, where each VM was read
+ * and the forgotten VMs' records; it is taken after a host's lock, never
+ * before it. */
 struct _TwedAuto {
   gint refs;
-  GMutex lock;              /* passes over different hosts run on workers */
-  GHashTable *hosts;        /* host name -> (uuid -> VmState) */
+  GMutex lock;
+  GHashTable *hosts;        /* host name -> HostVms */
+  GHashTable *allowed;      /* host names a table may be made for, NULL = any */
   GHashTable *where;        /* uuid -> host name it was last read on */
-  gboolean dry_run;         /* decisions are not applied: none is awaited */
+  gint dry_run;             /* atomic: decisions are not applied, none is awaited */
   GPtrArray *forgotten;     /* TwedAutoBars holding nothing: VMs forgotten whose bars
                              * were saved, for the next save of their host */
 };
@@ -266,16 +307,33 @@ twed_auto_verdict_clear (TwedAutoVerdict *v)
 }
 
 static void
-party_free (Party *p)
+stats_clear (VmState *st, guint from)
 {
-  g_free (p->name);
-  g_free (p);
+  for (guint i = from; i < G_N_ELEMENTS (st->stats); i++)
+    g_clear_pointer (&st->stats[i], g_free);
 }
 
-static GHashTable *
-parties_new (void)
+/* The figures of @level: NO_STATS until it is measured. */
+static const LevelStats *
+level_stats (const VmState *st, int level)
 {
-  return g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) party_free);
+  const LevelStats *s = st->stats[level + 1];
+
+  return s ? s : &NO_STATS;
+}
+
+static LevelStats *
+level_stats_mut (VmState *st, int level)
+{
+  if (!st->stats[level + 1])
+    st->stats[level + 1] = g_new0 (LevelStats, 1);
+  return st->stats[level + 1];
+}
+
+static void
+cpumask_free (CpuMask *m)
+{
+  g_free (m);
 }
 
 static void
@@ -286,18 +344,17 @@ vm_state_free (VmState *st)
   g_array_unref (st->d_vcpus);
   if (st->vcpu_pcpus)
     g_ptr_array_unref (st->vcpu_pcpus);
-  g_hash_table_unref (st->w_parties);
-  g_hash_table_unref (st->off_shares);
-  g_hash_table_unref (st->newcomers);
-  if (st->off_pcpus)
-    g_array_unref (st->off_pcpus);
+  g_array_unref (st->w_parties);
+  g_array_unref (st->off_shares);
+  g_array_unref (st->newcomers);
+  stats_clear (st, 0);
+  cpumask_free (st->off_pcpus);
   if (st->prev)
     g_array_unref (st->prev);
   if (st->cost_prev)
     g_array_unref (st->cost_prev);
   g_free (st->cost_host);
-  if (st->pcpus)
-    g_array_unref (st->pcpus);
+  cpumask_free (st->pcpus);
   g_free (st->missing);
   g_free (st->reset);
   g_free (st);
@@ -313,14 +370,113 @@ vm_state_new (void)
   st->ceiling = TWED_DELAY_LIMIT;
   st->refused = LEVEL_NONE;
   st->d_vcpus = g_array_new (FALSE, TRUE, sizeof (VcpuDelta));
-  st->w_parties = parties_new ();
-  st->off_shares = parties_new ();
-  st->newcomers = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  st->w_parties = g_array_new (FALSE, FALSE, sizeof (Party));
+  st->off_shares = g_array_new (FALSE, FALSE, sizeof (Party));
+  st->newcomers = g_array_new (FALSE, FALSE, sizeof (guint32));
   st->return_to = LEVEL_NONE;
   st->base_level = LEVEL_NONE;
   st->saved = NO_BARS;
   st->cooldown = -1;
   return st;
+}
+
+static void
+host_vms_clear (HostVms *hv)
+{
+  g_hash_table_unref (hv->vms);
+  g_ptr_array_unref (hv->slots);
+  g_mutex_clear (&hv->lock);
+}
+
+static void
+host_vms_unref (HostVms *hv)
+{
+  g_atomic_rc_box_release_full (hv, (GDestroyNotify) host_vms_clear);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (HostVms, host_vms_unref)
+
+/* Under the controller's lock: @name's table, made when @create and
+ * the host is one the controller may hold (not one a reload removed
+ * while a pass over it ran); a reference, or NULL. */
+static HostVms *
+host_vms_locked (TwedAuto *ctl, const char *name, gboolean create)
+{
+  HostVms *hv = g_hash_table_lookup (ctl->hosts, name);
+
+  if (!hv && create && (!ctl->allowed || g_hash_table_contains (ctl->allowed, name)))
+    {
+      hv = g_atomic_rc_box_new0 (HostVms);
+      g_mutex_init (&hv->lock);
+      hv->vms = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) vm_state_free);
+      hv->slots = g_ptr_array_new ();
+      g_hash_table_insert (ctl->hosts, g_strdup (name), hv);
+    }
+  return hv ? g_atomic_rc_box_acquire (hv) : NULL;
+}
+
+/* @name's table, locked, or NULL (see host_vms_locked ()). */
+static HostVms *
+host_vms_lock (TwedAuto *ctl, const char *name, gboolean create)
+{
+  HostVms *hv;
+
+  g_mutex_lock (&ctl->lock);
+  hv = host_vms_locked (ctl, name, create);
+  g_mutex_unlock (&ctl->lock);
+  if (hv)
+    g_mutex_lock (&hv->lock);
+  return hv;
+}
+
+static void
+host_vms_unlock (HostVms *hv)
+{
+  if (!hv)
+    return;
+  g_mutex_unlock (&hv->lock);
+  host_vms_unref (hv);
+}
+
+/* References to every host's table, for a walk over all of them. */
+static GPtrArray *
+host_vms_all (TwedAuto *ctl)
+{
+  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) host_vms_unref);
+  GHashTableIter it;
+  HostVms *hv;
+
+  g_mutex_lock (&ctl->lock);
+  g_hash_table_iter_init (&it, ctl->hosts);
+  while (g_hash_table_iter_next (&it, NULL, (gpointer *) &hv))
+    g_ptr_array_add (out, g_atomic_rc_box_acquire (hv));
+  g_mutex_unlock (&ctl->lock);
+  return out;
+}
+
+/* A new VM of @hv, in the first free slot. */
+static VmState *
+host_vms_add (HostVms *hv, const char *uuid)
+{
+  VmState *st = vm_state_new ();
+  guint slot;
+
+  for (slot = 0; slot < hv->slots->len && g_ptr_array_index (hv->slots, slot); slot++)
+    ;
+  if (slot == hv->slots->len)
+    g_ptr_array_add (hv->slots, st);
+  else
+    g_ptr_array_index (hv->slots, slot) = st;
+  st->slot = slot;
+  g_hash_table_insert (hv->vms, g_strdup (uuid), st);
+  return st;
+}
+
+/* The VM in @slot of @hv (a party of a window), NULL once forgotten. */
+static const VmState *
+slot_vm (const HostVms *hv, guint32 slot)
+{
+  return slot < hv->slots->len ? g_ptr_array_index (hv->slots, slot) : NULL;
 }
 
 TwedAuto *
@@ -330,7 +486,7 @@ twed_auto_new (void)
 
   ctl->refs = 1;
   g_mutex_init (&ctl->lock);
-  ctl->hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) g_hash_table_unref);
+  ctl->hosts = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) host_vms_unref);
   ctl->where = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   ctl->forgotten = g_ptr_array_new_with_free_func ((GDestroyNotify) twed_auto_bars_free);
   return ctl;
@@ -349,6 +505,8 @@ twed_auto_unref (TwedAuto *ctl)
   if (!ctl || !g_atomic_int_dec_and_test (&ctl->refs))
     return;
   g_hash_table_unref (ctl->hosts);
+  if (ctl->allowed)
+    g_hash_table_unref (ctl->allowed);
   g_hash_table_unref (ctl->where);
   g_ptr_array_unref (ctl->forgotten);
   g_mutex_clear (&ctl->lock);
@@ -379,7 +537,7 @@ window_reset (VmState *st)
 {
   st->w_exits = st->w_time_ns = st->w_elapsed_ns = 0;
   st->w_reads = 0;
-  g_hash_table_remove_all (st->w_parties);
+  g_array_set_size (st->w_parties, 0);
 }
 
 /* Forget what was measured: the pooled figures of every level, the
@@ -389,11 +547,10 @@ window_reset (VmState *st)
 static void
 stats_reset (VmState *st)
 {
-  for (guint i = 0; i < G_N_ELEMENTS (st->stats); i++)
-    st->stats[i] = (LevelStats) { 0 };
-  g_hash_table_remove_all (st->off_shares);
-  g_clear_pointer (&st->off_pcpus, g_array_unref);
-  g_hash_table_remove_all (st->newcomers);
+  stats_clear (st, 0);
+  g_array_set_size (st->off_shares, 0);
+  g_clear_pointer (&st->off_pcpus, cpumask_free);
+  g_array_set_size (st->newcomers, 0);
   st->return_to = LEVEL_NONE;
   st->uncut = 0;
   st->cut_run = 0;
@@ -407,6 +564,26 @@ set_str (char **slot, char *value)
   *slot = value;
 }
 
+/* *@slot becomes a copy of @value; nothing is allocated when it is one
+ * already (every read names the same host and domain). */
+static void
+set_str_copy (char **slot, const char *value)
+{
+  if (g_strcmp0 (*slot, value) != 0)
+    set_str (slot, g_strdup (value));
+}
+
+/* @dst, made when NULL, becomes a copy of the vCPU signals @src. */
+static GArray *
+signals_copy_into (GArray *dst, GArray *src)
+{
+  if (!dst)
+    dst = g_array_sized_new (FALSE, FALSE, sizeof (TwedVcpuSignals), src->len);
+  g_array_set_size (dst, 0);
+  g_array_append_vals (dst, src->data, src->len);
+  return dst;
+}
+
 static GArray *
 vcpu_affinity (const TwedDomain *dom, guint v)
 {
@@ -415,98 +592,132 @@ vcpu_affinity (const TwedDomain *dom, guint v)
   return a ? a : dom->default_affinity;
 }
 
-static void
-cpuset_free (GArray *a)
+/* @cpus (libvirt's cpuset, NULL = all) as a bitmap. */
+static CpuMask *
+cpumask_new (GArray *cpus)
 {
-  if (a)
-    g_array_unref (a);
+  CpuMask *m;
+  guint top = 0;
+
+  if (!cpus)
+    return NULL;
+  for (guint i = 0; i < cpus->len; i++)
+    top = MAX (top, g_array_index (cpus, guint, i));
+  m = g_malloc0 (sizeof (CpuMask) + (top / 64 + 1) * sizeof (guint64));
+  m->nwords = top / 64 + 1;
+  for (guint i = 0; i < cpus->len; i++)
+    {
+      guint c = g_array_index (cpus, guint, i);
+
+      m->w[c / 64] |= G_GUINT64_CONSTANT (1) << (c % 64);
+    }
+  return m;
+}
+
+static CpuMask *
+cpumask_copy (const CpuMask *m)
+{
+  return m ? g_memdup2 (m, sizeof (CpuMask) + m->nwords * sizeof (guint64)) : NULL;
+}
+
+static guint64
+cpumask_word (const CpuMask *m, guint i)
+{
+  return i < m->nwords ? m->w[i] : 0;
+}
+
+static gboolean
+cpumask_equal (const CpuMask *a, const CpuMask *b)
+{
+  if (!a || !b)
+    return !a && !b;
+  for (guint i = 0; i < MAX (a->nwords, b->nwords); i++)
+    if (cpumask_word (a, i) != cpumask_word (b, i))
+      return FALSE;
+  return TRUE;
+}
+
+static gboolean
+cpumask_meet (const CpuMask *a, const CpuMask *b)
+{
+  if (!a || !b)
+    return TRUE;
+  for (guint i = 0; i < MIN (a->nwords, b->nwords); i++)
+    if (a->w[i] & b->w[i])
+      return TRUE;
+  return FALSE;
+}
+
+/* Whether @m holds exactly @cpus (sorted, without repeats; NULL = all). */
+static gboolean
+cpumask_matches (const CpuMask *m, GArray *cpus)
+{
+  guint bits = 0;
+
+  if (!m || !cpus)
+    return !m && !cpus;
+  for (guint i = 0; i < m->nwords; i++)
+    bits += (guint) __builtin_popcountll (m->w[i]);
+  if (bits != cpus->len)
+    return FALSE;
+  for (guint i = 0; i < cpus->len; i++)
+    {
+      guint c = g_array_index (cpus, guint, i);
+
+      if (c / 64 >= m->nwords || !(m->w[c / 64] & (G_GUINT64_CONSTANT (1) << (c % 64))))
+        return FALSE;
+    }
+  return TRUE;
+}
+
+/* Whether @vcpu_pcpus (from domain_vcpu_pcpus ()) is still @dom's: the
+ * masks are made again only when its pinning changed. */
+static gboolean
+vcpu_pcpus_match (GPtrArray *vcpu_pcpus, const TwedDomain *dom)
+{
+  if (!vcpu_pcpus || vcpu_pcpus->len != dom->nvcpus)
+    return FALSE;
+  for (guint v = 0; v < dom->nvcpus; v++)
+    if (!cpumask_matches (g_ptr_array_index (vcpu_pcpus, v), vcpu_affinity (dom, v)))
+      return FALSE;
+  return TRUE;
 }
 
 /* Each vCPU's pCPUs, kept past the read (the domain is the inventory's). */
 static GPtrArray *
 domain_vcpu_pcpus (const TwedDomain *dom)
 {
-  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) cpuset_free);
+  GPtrArray *out = g_ptr_array_new_full (dom->nvcpus, (GDestroyNotify) cpumask_free);
 
   for (guint v = 0; v < dom->nvcpus; v++)
-    {
-      GArray *a = vcpu_affinity (dom, v);
-
-      g_ptr_array_add (out, a ? twed_cpuset_copy (a) : NULL);
-    }
+    g_ptr_array_add (out, cpumask_new (vcpu_affinity (dom, v)));
   return out;
 }
 
-/* The pCPUs any vCPU of @dom may run on; NULL = all of them. */
-static GArray *
-domain_pcpus (const TwedDomain *dom)
+/* The pCPUs any vCPU may run on, from domain_vcpu_pcpus (); NULL = all. */
+static CpuMask *
+domain_pcpus (GPtrArray *vcpu_pcpus)
 {
-  g_autoptr(GHashTable) seen = g_hash_table_new (g_direct_hash, g_direct_equal);
-  GArray *out;
-  GHashTableIter it;
-  gpointer k;
+  CpuMask *out = NULL;
 
-  for (guint v = 0; v < dom->nvcpus; v++)
+  for (guint v = 0; v < vcpu_pcpus->len; v++)
     {
-      GArray *a = vcpu_affinity (dom, v);
+      const CpuMask *a = g_ptr_array_index (vcpu_pcpus, v);
+      CpuMask *u;
 
       if (!a)
-        return NULL;
-      for (guint i = 0; i < a->len; i++)
-        g_hash_table_add (seen, GUINT_TO_POINTER (g_array_index (a, guint, i) + 1));
-    }
-  out = g_array_new (FALSE, FALSE, sizeof (guint));
-  g_hash_table_iter_init (&it, seen);
-  while (g_hash_table_iter_next (&it, &k, NULL))
-    {
-      guint c = GPOINTER_TO_UINT (k) - 1;
-
-      g_array_append_val (out, c);
+        {
+          cpumask_free (out);
+          return NULL;
+        }
+      u = g_malloc0 (sizeof (CpuMask) + MAX (a->nwords, out ? out->nwords : 0) * sizeof (guint64));
+      u->nwords = MAX (a->nwords, out ? out->nwords : 0);
+      for (guint i = 0; i < u->nwords; i++)
+        u->w[i] = cpumask_word (a, i) | (out ? cpumask_word (out, i) : 0);
+      cpumask_free (out);
+      out = u;
     }
   return out;
-}
-
-static int
-cmp_guint (gconstpointer a, gconstpointer b)
-{
-  guint x = *(const guint *) a, y = *(const guint *) b;
-
-  return x < y ? -1 : x > y;
-}
-
-static GArray *
-pcpus_sorted (GArray *a)
-{
-  GArray *out;
-
-  if (!a)
-    return NULL;
-  out = twed_cpuset_copy (a);
-  g_array_sort (out, cmp_guint);
-  return out;
-}
-
-static gboolean
-pcpus_equal (GArray *a, GArray *b)
-{
-  g_autoptr(GArray) sa = pcpus_sorted (a);
-  g_autoptr(GArray) sb = pcpus_sorted (b);
-
-  if (!sa || !sb)
-    return !sa && !sb;
-  return sa->len == sb->len && memcmp (sa->data, sb->data, sa->len * sizeof (guint)) == 0;
-}
-
-static gboolean
-pcpus_meet (GArray *a, GArray *b)
-{
-  if (!a || !b)
-    return TRUE;
-  for (guint i = 0; i < a->len; i++)
-    for (guint j = 0; j < b->len; j++)
-      if (g_array_index (a, guint, i) == g_array_index (b, guint, j))
-        return TRUE;
-  return FALSE;
 }
 
 static const char *
@@ -542,6 +753,7 @@ window_restart (VmState *st)
   /* A new setting, or the VM back under the controller: a twed_delay
    * that does not match is waited for afresh. */
   st->mismatch_since = 0;
+  st->zero_since = 0;
   window_reset (st);
 }
 
@@ -552,25 +764,25 @@ window_restart (VmState *st)
 void
 twed_auto_set_dry_run (TwedAuto *ctl, gboolean dry_run)
 {
-  GHashTableIter hosts;
-  GHashTable *vms;
-
-  g_mutex_lock (&ctl->lock);
-  if (dry_run && !ctl->dry_run)
+  if (dry_run && !g_atomic_int_exchange (&ctl->dry_run, TRUE))
     {
-      g_hash_table_iter_init (&hosts, ctl->hosts);
-      while (g_hash_table_iter_next (&hosts, NULL, (gpointer *) &vms))
+      g_autoptr(GPtrArray) all = host_vms_all (ctl);
+
+      for (guint h = 0; h < all->len; h++)
         {
+          HostVms *hv = g_ptr_array_index (all, h);
           GHashTableIter it;
           VmState *st;
 
-          g_hash_table_iter_init (&it, vms);
+          g_mutex_lock (&hv->lock);
+          g_hash_table_iter_init (&it, hv->vms);
           while (g_hash_table_iter_next (&it, NULL, (gpointer *) &st))
             st->pending = LEVEL_NONE;
+          g_mutex_unlock (&hv->lock);
         }
     }
-  ctl->dry_run = dry_run;
-  g_mutex_unlock (&ctl->lock);
+  else if (!dry_run)
+    g_atomic_int_set (&ctl->dry_run, FALSE);
 }
 
 /* A pass that plans @dom without the controller (pinned, opted out, its
@@ -580,18 +792,29 @@ twed_auto_set_dry_run (TwedAuto *ctl, gboolean dry_run)
 void
 twed_auto_skip (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom)
 {
-  GHashTable *vms;
-  VmState *st;
+  HostVms *hv = dom->uuid ? host_vms_lock (ctl, host->name, FALSE) : NULL;
+  VmState *st = hv ? g_hash_table_lookup (hv->vms, dom->uuid) : NULL;
 
-  g_mutex_lock (&ctl->lock);
-  vms = g_hash_table_lookup (ctl->hosts, host->name);
-  st = vms && dom->uuid ? g_hash_table_lookup (vms, dom->uuid) : NULL;
   if (st)
     {
       st->pending = LEVEL_NONE;
       window_restart (st);
     }
-  g_mutex_unlock (&ctl->lock);
+  host_vms_unlock (hv);
+}
+
+void
+twed_auto_step_not_made (TwedAuto *ctl, const char *host, const char *uuid, const TwedSetting *target,
+                         TwedAutoStepOutcome outcome)
+{
+  int level = target->mode == TWED_MODE_OFF ? LEVEL_OFF
+              : target->mode == TWED_MODE_FIXED ? (int) target->delay : LEVEL_OTHER;
+  HostVms *hv = uuid ? host_vms_lock (ctl, host, FALSE) : NULL;
+  VmState *st = hv ? g_hash_table_lookup (hv->vms, uuid) : NULL;
+
+  if (st && st->pending != LEVEL_NONE && st->pending == level)
+    st->pending_outcome = MAX (st->pending_outcome, outcome);
+  host_vms_unlock (hv);
 }
 
 /* A read without usable signals: after a complete read of the same
@@ -637,7 +860,7 @@ observe_cost (VmState *st, const TwedHost *host, const TwedDomainSignals *sig)
         return;
     }
   base = st->cost_prev && st->cost_prev->len == sig->vcpus->len && sig->id == st->cost_id &&
-         sig->at > st->cost_at && g_strcmp0 (st->cost_host, host->name) == 0;
+         sig->at > st->cost_at && g_strcmp0 (st->cost_host, host->name) == 0 && st->cost_session == host->session;
   for (guint v = 0; base && v < sig->vcpus->len; v++)
     {
       const TwedVcpuSignals *a = &g_array_index (st->cost_prev, TwedVcpuSignals, v);
@@ -654,10 +877,9 @@ observe_cost (VmState *st, const TwedHost *host, const TwedDomainSignals *sig)
   else
     st->d_cost_elapsed_ns = (double) (sig->at - st->cost_at) * 1000.0;
   st->have_cost = base;
-  if (st->cost_prev)
-    g_array_unref (st->cost_prev);
-  st->cost_prev = g_array_copy (sig->vcpus);
-  set_str (&st->cost_host, g_strdup (host->name));
+  st->cost_prev = signals_copy_into (st->cost_prev, sig->vcpus);
+  set_str_copy (&st->cost_host, host->name);
+  st->cost_session = host->session;
   st->cost_id = sig->id;
   st->cost_at = sig->at;
 }
@@ -670,17 +892,20 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
   double exits = 0, time_ns = 0;
   guint twed_delay = 0;
   char *reset = NULL;
+  gboolean rebased;
 
   st->have_delta = FALSE;
   st->d_gap = FALSE;
   set_str (&st->reset, NULL);
-  set_str (&st->name, g_strdup (dom->name));
-  if (st->pcpus)
-    g_array_unref (st->pcpus);
-  st->pcpus = domain_pcpus (dom);
-  if (st->vcpu_pcpus)
-    g_ptr_array_unref (st->vcpu_pcpus);
-  st->vcpu_pcpus = domain_vcpu_pcpus (dom);
+  set_str_copy (&st->name, dom->name);
+  if (!vcpu_pcpus_match (st->vcpu_pcpus, dom))
+    {
+      if (st->vcpu_pcpus)
+        g_ptr_array_unref (st->vcpu_pcpus);
+      st->vcpu_pcpus = domain_vcpu_pcpus (dom);
+      cpumask_free (st->pcpus);
+      st->pcpus = domain_pcpus (st->vcpu_pcpus);
+    }
   observe_cost (st, host, sig);
 
   if (!sig || sig->vcpus->len == 0)
@@ -737,6 +962,11 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
           time_ns += (double) dt;
         }
     }
+  /* Read over a new connection to the host (libvirtd restarted, or the
+   * host rebooted and gave a new process the same domain id, with
+   * counters already above the old ones): the delta may span two
+   * processes, so this read is only the base of the next one. */
+  rebased = !reset && st->session != host->session;
 
   if (reset)
     {
@@ -755,7 +985,7 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
         }
       st->advanced_at = sig->at;
     }
-  else
+  else if (!rebased)
     {
       st->have_delta = TRUE;
       st->d_exits = exits;
@@ -765,24 +995,102 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
         st->advanced_at = sig->at;
     }
 
-  set_str (&st->host, g_strdup (host->name));
+  set_str_copy (&st->host, host->name);
+  st->session = host->session;
   st->id = sig->id;
   st->restored_id = 0;
-  if (st->prev)
-    g_array_unref (st->prev);
-  st->prev = g_array_copy (sig->vcpus);
+  st->prev = signals_copy_into (st->prev, sig->vcpus);
   st->prev_at = sig->at;
 }
 
+/* Under a host's lock: whether @slot is in @a (Party, or guint32
+ * slots), sorted by slot; *@index is where it is or goes. */
+static gboolean
+slot_find (GArray *a, guint32 slot, guint *index)
+{
+  guint size = g_array_get_element_size (a), lo = 0, hi = a->len;
+
+  while (lo < hi)
+    {
+      guint mid = lo + (hi - lo) / 2;
+      guint32 at = *(const guint32 *) (a->data + (gsize) mid * size);
+
+      if (at == slot)
+        {
+          *index = mid;
+          return TRUE;
+        }
+      if (at < slot)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  *index = lo;
+  return FALSE;
+}
+
+static const Party *
+party_lookup (GArray *parties, guint32 slot)
+{
+  guint i;
+
+  return slot_find (parties, slot, &i) ? &g_array_index (parties, Party, i) : NULL;
+}
+
+/* @slot's party in @parties, added with nothing when not there. */
+static Party *
+party_get (GArray *parties, guint32 slot)
+{
+  guint i;
+
+  if (!slot_find (parties, slot, &i))
+    {
+      Party p = { slot, 0, 0, 0, 0 };
+
+      g_array_insert_val (parties, i, p);
+    }
+  return &g_array_index (parties, Party, i);
+}
+
+static void
+slot_remove (GArray *a, guint32 slot)
+{
+  guint i;
+
+  if (slot_find (a, slot, &i))
+    g_array_remove_index (a, i);
+}
+
 /* Drops where @uuid was read on @host; its saved bars go with it at the
- * next save.  The caller removes @st from the host's table. */
+ * next save.  With the host's lock; the caller removes @st from the
+ * host's table. */
 static void
 forget_vm (TwedAuto *ctl, const char *host, const char *uuid, const VmState *st)
 {
+  g_mutex_lock (&ctl->lock);
   if (g_strcmp0 (g_hash_table_lookup (ctl->where, uuid), host) == 0)
     g_hash_table_remove (ctl->where, uuid);
   if (!bars_equal (&st->saved, &NO_BARS))
     g_ptr_array_add (ctl->forgotten, twed_auto_bars_new (host, uuid));
+  g_mutex_unlock (&ctl->lock);
+}
+
+/* @st leaves @hv: its slot is freed, and no other VM keeps it as a
+ * party, so that the VM given the slot next is not taken for it. */
+static void
+slot_free (HostVms *hv, const VmState *st)
+{
+  GHashTableIter it;
+  VmState *o;
+
+  g_ptr_array_index (hv->slots, st->slot) = NULL;
+  g_hash_table_iter_init (&it, hv->vms);
+  while (g_hash_table_iter_next (&it, NULL, (gpointer *) &o))
+    {
+      slot_remove (o->w_parties, st->slot);
+      slot_remove (o->off_shares, st->slot);
+      slot_remove (o->newcomers, st->slot);
+    }
 }
 
 /* The newest read time of @host's domains, G_MININT64 = none. */
@@ -801,24 +1109,51 @@ read_time (const TwedHost *host)
   return now;
 }
 
-/* Under the lock: forgets the domains of @vms not listed on @host for
- * @forget_after usec at read time @now (G_MININT64: no read, nothing). */
+/* With the host's lock: forgets the domains of @hv not listed on @host
+ * for @forget_after usec at read time @now (G_MININT64: no read,
+ * nothing). */
 static void
-forget_unseen (TwedAuto *ctl, const char *host, GHashTable *vms, gint64 now, gint64 forget_after)
+forget_unseen (TwedAuto *ctl, const char *host, HostVms *hv, gint64 now, gint64 forget_after)
 {
+  g_autoptr(GPtrArray) gone = NULL;
   GHashTableIter it;
   const char *uuid;
   VmState *st;
 
   if (now == G_MININT64 || forget_after <= 0)
     return;
-  g_hash_table_iter_init (&it, vms);
+  g_hash_table_iter_init (&it, hv->vms);
   while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &st))
     if (now - st->seen_at > forget_after)
       {
-        forget_vm (ctl, host, uuid, st);
-        g_hash_table_iter_remove (&it);
+        if (!gone)
+          gone = g_ptr_array_new_with_free_func (g_free);
+        g_ptr_array_add (gone, g_strdup (uuid));
       }
+  for (guint i = 0; gone && i < gone->len; i++)
+    {
+      uuid = g_ptr_array_index (gone, i);
+      st = g_hash_table_lookup (hv->vms, uuid);
+      forget_vm (ctl, host, uuid, st);
+      g_hash_table_steal (hv->vms, uuid);
+      slot_free (hv, st);
+      vm_state_free (st);
+    }
+}
+
+/* Where @uuid was read last when it is not @host (a copy), else NULL. */
+static char *
+read_elsewhere (TwedAuto *ctl, const char *uuid, const char *host)
+{
+  const char *was;
+  char *out = NULL;
+
+  g_mutex_lock (&ctl->lock);
+  was = g_hash_table_lookup (ctl->where, uuid);
+  if (was && strcmp (was, host) != 0)
+    out = g_strdup (was);
+  g_mutex_unlock (&ctl->lock);
+  return out;
 }
 
 void
@@ -827,34 +1162,34 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
   g_autoptr(GPtrArray) states = g_ptr_array_new ();
   g_autoptr(GPtrArray) doms = g_ptr_array_new ();
   gint64 now = read_time (host);
-  GHashTable *vms;
+  HostVms *hv = host_vms_lock (ctl, host->name, TRUE);
 
-  g_mutex_lock (&ctl->lock);
-  vms = g_hash_table_lookup (ctl->hosts, host->name);
-  if (!vms)
-    {
-      vms = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) vm_state_free);
-      g_hash_table_insert (ctl->hosts, g_strdup (host->name), vms);
-    }
+  /* A host a reload removed while this pass ran: nothing to keep. */
+  if (!hv)
+    return;
   for (guint i = 0; i < host->domains->len; i++)
     {
       const TwedDomain *dom = g_ptr_array_index (host->domains, i);
+      g_autofree char *was_on = NULL;
       VmState *st;
 
       if (!dom->active || !dom->uuid)
         continue;
-      st = g_hash_table_lookup (vms, dom->uuid);
+      st = g_hash_table_lookup (hv->vms, dom->uuid);
       if (!st)
-        {
-          st = vm_state_new ();
-          g_hash_table_insert (vms, g_strdup (dom->uuid), st);
-        }
-      observe_domain (st, host, dom, g_hash_table_lookup (ctl->where, dom->uuid));
+        st = host_vms_add (hv, dom->uuid);
+      was_on = read_elsewhere (ctl, dom->uuid, host->name);
+      observe_domain (st, host, dom, was_on);
       /* Only a complete read says where the VM runs: the incoming copy
        * of a live migration is listed, without its KVM stats, on the
        * destination while the source still runs it. */
-      if (!st->missing)
-        g_hash_table_replace (ctl->where, g_strdup (dom->uuid), g_strdup (host->name));
+      if (!st->missing && (was_on || !st->where_known))
+        {
+          g_mutex_lock (&ctl->lock);
+          g_hash_table_replace (ctl->where, g_strdup (dom->uuid), g_strdup (host->name));
+          g_mutex_unlock (&ctl->lock);
+          st->where_known = TRUE;
+        }
       g_ptr_array_add (states, st);
       g_ptr_array_add (doms, (gpointer) dom);
     }
@@ -900,37 +1235,31 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
         continue;
       for (guint j = 0; j < states->len; j++)
         {
-          VmState *o = g_ptr_array_index (states, j);
-          const TwedDomain *odom = g_ptr_array_index (doms, j);
+          const VmState *o = g_ptr_array_index (states, j);
           double wait = 0, run = 0;
-          gboolean met = FALSE;
+          guint met = 0;
           Party *party;
 
           if (!o->have_cost)
             continue;
           for (guint v = 0; v < o->d_vcpus->len; v++)
             {
-              GArray *a = v < o->vcpu_pcpus->len ? g_ptr_array_index (o->vcpu_pcpus, v) : NULL;
+              const CpuMask *a = v < o->vcpu_pcpus->len ? g_ptr_array_index (o->vcpu_pcpus, v) : NULL;
               const VcpuDelta *d = &g_array_index (o->d_vcpus, VcpuDelta, v);
 
-              if (o != st && !pcpus_meet (st->pcpus, a))
+              if (o != st && !cpumask_meet (st->pcpus, a))
                 continue;
-              met = TRUE;
+              met++;
               wait += d->wait_ns;
               run += d->wait_ns + d->time_ns;
             }
           if (!met)
             continue;
-          party = g_hash_table_lookup (st->w_parties, odom->uuid);
-          if (!party)
-            {
-              party = g_new0 (Party, 1);
-              party->name = g_strdup (odom->name);
-              g_hash_table_insert (st->w_parties, g_strdup (odom->uuid), party);
-            }
-          party->wait_ns += wait;
-          party->run_ns += run;
-          party->elapsed_ns += o->d_cost_elapsed_ns;
+          party = party_get (st->w_parties, o->slot);
+          party->wait_ns += (float) wait;
+          party->run_ns += (float) run;
+          party->elapsed_ns += (float) o->d_cost_elapsed_ns;
+          party->nvcpus = MAX (party->nvcpus, met);
         }
       st->w_exits += st->d_exits;
       st->w_time_ns += st->d_time_ns;
@@ -938,55 +1267,67 @@ twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
       st->w_reads++;
     }
 
-  forget_unseen (ctl, host->name, vms, now, forget_after);
-  g_mutex_unlock (&ctl->lock);
+  forget_unseen (ctl, host->name, hv, now, forget_after);
+  host_vms_unlock (hv);
 }
 
 void
 twed_auto_forget_unseen (TwedAuto *ctl, const TwedHost *host, gint64 forget_after)
 {
-  GHashTable *vms;
+  HostVms *hv = host_vms_lock (ctl, host->name, FALSE);
 
-  g_mutex_lock (&ctl->lock);
-  vms = g_hash_table_lookup (ctl->hosts, host->name);
-  if (vms)
+  if (!hv)
+    return;
+  forget_unseen (ctl, host->name, hv, read_time (host), forget_after);
+  if (g_hash_table_size (hv->vms) == 0)
     {
-      forget_unseen (ctl, host->name, vms, read_time (host), forget_after);
-      if (g_hash_table_size (vms) == 0)
+      g_mutex_lock (&ctl->lock);
+      if (g_hash_table_lookup (ctl->hosts, host->name) == hv)
         g_hash_table_remove (ctl->hosts, host->name);
+      g_mutex_unlock (&ctl->lock);
     }
-  g_mutex_unlock (&ctl->lock);
-}
-
-/* Under the lock; the caller removes @vms from ctl->hosts. */
-static void
-forget_vms (TwedAuto *ctl, const char *host, GHashTable *vms)
-{
-  GHashTableIter it;
-  const char *uuid;
-  VmState *st;
-
-  g_hash_table_iter_init (&it, vms);
-  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &st))
-    forget_vm (ctl, host, uuid, st);
+  host_vms_unlock (hv);
 }
 
 void
-twed_auto_retain_hosts (TwedAuto *ctl, gboolean (*keep) (const char *host, gpointer data), gpointer data)
+twed_auto_retain_hosts (TwedAuto *ctl, const char *const *hosts)
 {
+  g_autoptr(GPtrArray) gone = g_ptr_array_new_with_free_func ((GDestroyNotify) host_vms_unref);
+  g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
   GHashTableIter it;
-  const char *host;
-  GHashTable *vms;
+  char *name;
+  HostVms *hv;
 
   g_mutex_lock (&ctl->lock);
+  g_clear_pointer (&ctl->allowed, g_hash_table_unref);
+  if (hosts)
+    {
+      ctl->allowed = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+      for (guint i = 0; hosts[i]; i++)
+        g_hash_table_add (ctl->allowed, g_strdup (hosts[i]));
+    }
   g_hash_table_iter_init (&it, ctl->hosts);
-  while (g_hash_table_iter_next (&it, (gpointer *) &host, (gpointer *) &vms))
-    if (!keep (host, data))
+  while (g_hash_table_iter_next (&it, (gpointer *) &name, (gpointer *) &hv))
+    if (ctl->allowed && !g_hash_table_contains (ctl->allowed, name))
       {
-        forget_vms (ctl, host, vms);
+        g_ptr_array_add (gone, g_atomic_rc_box_acquire (hv));
+        g_ptr_array_add (names, g_strdup (name));
         g_hash_table_iter_remove (&it);
       }
   g_mutex_unlock (&ctl->lock);
+  /* Outside the controller's lock: a host's is taken first. */
+  for (guint i = 0; i < gone->len; i++)
+    {
+      const char *uuid;
+      VmState *st;
+
+      hv = g_ptr_array_index (gone, i);
+      g_mutex_lock (&hv->lock);
+      g_hash_table_iter_init (&it, hv->vms);
+      while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &st))
+        forget_vm (ctl, g_ptr_array_index (names, i), uuid, st);
+      g_mutex_unlock (&hv->lock);
+    }
 }
 
 static TwedSetting
@@ -1013,27 +1354,31 @@ busy (const Party *p)
   return p->run_ns >= NEWCOMER_FRACTION * p->elapsed_ns;
 }
 
-/* The wait shares of a window's parties that ran enough to tell: a VM
- * that was hardly runnable (idle, paused) has a share of noise. */
-static GHashTable *
-window_shares (VmState *st)
+static double
+party_share (const Party *p)
 {
-  GHashTable *out = parties_new ();
-  GHashTableIter it;
-  const char *uuid;
-  Party *p;
+  return p->run_ns > 0 ? p->wait_ns / p->run_ns : 0;
+}
 
-  g_hash_table_iter_init (&it, st->w_parties);
-  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
-    if (p->run_ns >= IDLE_FRACTION * p->elapsed_ns)
-      {
-        Party *share = g_new0 (Party, 1);
+/* The wait shares of a window's @parties that ran enough to tell: a VM
+ * that was hardly runnable (idle, paused) has a share of noise.  The
+ * Judged point into @parties. */
+static GArray *
+window_shares (GArray *parties)
+{
+  GArray *out = g_array_new (FALSE, FALSE, sizeof (Judged));
 
-        share->name = g_strdup (p->name);
-        share->share = p->wait_ns / p->run_ns;
-        share->busy = busy (p);
-        g_hash_table_insert (out, g_strdup (uuid), share);
-      }
+  for (guint i = 0; i < parties->len; i++)
+    {
+      const Party *p = &g_array_index (parties, Party, i);
+
+      if (p->run_ns > 0 && p->run_ns >= IDLE_FRACTION * p->elapsed_ns)
+        {
+          Judged j = { p, party_share (p), busy (p) };
+
+          g_array_append_val (out, j);
+        }
+    }
   return out;
 }
 
@@ -1045,36 +1390,41 @@ window_shares (VmState *st)
  * not a cost of the delay to step down for.  One still quiet now is
  * judged against them: its wakeups waiting behind a spinner are. */
 static const Party *
-off_share (VmState *st, const char *uuid, gboolean busy_now)
+off_share (VmState *st, guint32 slot, gboolean busy_now)
 {
-  Party *o = g_hash_table_lookup (st->off_shares, uuid);
+  const Party *o = party_lookup (st->off_shares, slot);
 
   if (o && busy_now && o->run_ns < IDLE_FRACTION * o->elapsed_ns)
     return NULL;
   return o;
 }
 
+/* Rises closer than this are the same (single-precision sums). */
+#define RISE_TIE 1e-6
+
 /* The largest rise of a party's wait share over its share at off, in
  * points (a fraction of runnable time); NAN when no party was measured
- * both there and here.  *@who is that party. */
+ * both there and here.  *@who is that party: of equal rises, a
+ * co-runner's rather than the VM's own (it is the one paying for a
+ * window), else the first by slot. */
 static double
-wait_rise (GHashTable *now, VmState *st, const Party **who_now, const Party **who_off)
+wait_rise (GArray *now, VmState *st, const Judged **who_now, const Party **who_off)
 {
   double rise = NAN;
-  GHashTableIter it;
-  const char *uuid;
-  Party *p;
 
-  *who_now = *who_off = NULL;
-  g_hash_table_iter_init (&it, now);
-  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
+  *who_now = NULL;
+  *who_off = NULL;
+  for (guint i = 0; i < now->len; i++)
     {
-      const Party *o = off_share (st, uuid, p->busy);
+      const Judged *j = &g_array_index (now, Judged, i);
+      const Party *o = off_share (st, j->p->slot, j->busy);
+      double r = o ? j->share - party_share (o) : NAN;
 
-      if (o && (isnan (rise) || p->share - o->share > rise))
+      if (o && (isnan (rise) || r > rise + RISE_TIE ||
+                (r >= rise - RISE_TIE && (*who_now)->p->slot == st->slot && j->p->slot != st->slot)))
         {
-          rise = p->share - o->share;
-          *who_now = p;
+          rise = r;
+          *who_now = j;
           *who_off = o;
         }
     }
@@ -1087,27 +1437,26 @@ wait_rise (GHashTable *now, VmState *st, const Party **who_now, const Party **wh
 static void
 off_pool (VmState *st)
 {
-  GHashTableIter it;
-  const char *uuid;
-  Party *p;
-
-  g_hash_table_iter_init (&it, st->w_parties);
-  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
+  for (guint i = 0; i < st->w_parties->len; i++)
     {
-      Party *o = g_hash_table_lookup (st->off_shares, uuid);
+      const Party *p = &g_array_index (st->w_parties, Party, i);
+      Party *o = party_get (st->off_shares, p->slot);
 
-      if (!o)
-        {
-          o = g_new0 (Party, 1);
-          o->name = g_strdup (p->name);
-          g_hash_table_insert (st->off_shares, g_strdup (uuid), o);
-        }
       o->wait_ns += p->wait_ns;
       o->run_ns += p->run_ns;
       o->elapsed_ns += p->elapsed_ns;
-      o->share = o->run_ns > 0 ? o->wait_ns / o->run_ns : 0;
+      o->nvcpus = MAX (o->nvcpus, p->nvcpus);
     }
-  g_hash_table_remove_all (st->newcomers);
+  g_array_set_size (st->newcomers, 0);
+}
+
+/* The name of the VM in @slot of @hv. */
+static const char *
+party_name (const HostVms *hv, guint32 slot)
+{
+  const VmState *o = slot_vm (hv, slot);
+
+  return o && o->name ? o->name : "(forgotten)";
 }
 
 /* Of this window's parties never seen at off and runnable for a real
@@ -1115,31 +1464,34 @@ off_pool (VmState *st)
  * window too), or NULL; remembers this window's.  *@twice: it was (a
  * new co-runner, not a blip). */
 static char *
-newcomer (VmState *st, gboolean *twice)
+newcomer (const HostVms *hv, VmState *st, gboolean *twice)
 {
-  GHashTable *now = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  GHashTableIter it;
-  const char *uuid;
-  Party *p;
+  GArray *now = g_array_new (FALSE, FALSE, sizeof (guint32));
   char *found = NULL;
 
   *twice = FALSE;
-  g_hash_table_iter_init (&it, st->w_parties);
-  while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &p))
-    if (busy (p) && !off_share (st, uuid, TRUE))
-      {
-        gboolean again = g_hash_table_contains (st->newcomers, uuid);
+  for (guint i = 0; i < st->w_parties->len; i++)
+    {
+      const Party *p = &g_array_index (st->w_parties, Party, i);
+      guint at;
 
-        g_hash_table_insert (now, g_strdup (uuid), g_strdup (p->name));
-        if (!found || (again && !*twice))
-          {
-            g_free (found);
-            found = g_strdup_printf ("%s (runnable %.0f %% of the time read)", p->name,
-                                     p->run_ns / p->elapsed_ns * 100);
-            *twice = again;
-          }
-      }
-  g_hash_table_unref (st->newcomers);
+      if (busy (p) && !off_share (st, p->slot, TRUE))
+        {
+          gboolean again = slot_find (st->newcomers, p->slot, &at);
+
+          g_array_append_val (now, p->slot);
+          if (!found || (again && !*twice))
+            {
+              g_free (found);
+              /* Per vCPU: the runnable time is summed over them. */
+              found = g_strdup_printf ("%s (runnable %.0f %% of the time read, %u vCPU%s)", party_name (hv, p->slot),
+                                       p->run_ns / (p->elapsed_ns * MAX (p->nvcpus, 1)) * 100, p->nvcpus,
+                                       p->nvcpus == 1 ? "" : "s");
+              *twice = again;
+            }
+        }
+    }
+  g_array_unref (st->newcomers);
   st->newcomers = now;
   return found;
 }
@@ -1169,13 +1521,14 @@ static char *
 reference_stale (VmState *st, gint64 now, const TwedAutoParams *p, gboolean *protective)
 {
   *protective = FALSE;
-  if (!pcpus_equal (st->pcpus, st->off_pcpus))
+  if (!cpumask_equal (st->pcpus, st->off_pcpus))
     {
       *protective = TRUE;
       return g_strdup ("its pCPUs changed since off was measured");
     }
-  if (p->baseline_seconds && now - st->stats[0].at > (gint64) p->baseline_seconds * G_USEC_PER_SEC)
-    return g_strdup_printf ("off measured %" G_GINT64_FORMAT " s ago, more than %u s", (now - st->stats[0].at) / G_USEC_PER_SEC,
+  if (p->baseline_seconds && now - level_stats (st, LEVEL_OFF)->at > (gint64) p->baseline_seconds * G_USEC_PER_SEC)
+    return g_strdup_printf ("off measured %" G_GINT64_FORMAT " s ago, more than %u s",
+                            (now - level_stats (st, LEVEL_OFF)->at) / G_USEC_PER_SEC,
                             p->baseline_seconds);
   return NULL;
 }
@@ -1191,15 +1544,32 @@ static gboolean
 cut_below (VmState *st, int level, double e, double e_off, double min_gain, int *below)
 {
   for (*below = level - 1; *below > LEVEL_OFF; (*below)--)
-    if (st->stats[*below + 1].valid && st->stats[*below + 1].n >= 2)
+    if (level_stats (st, *below)->valid && level_stats (st, *below)->n >= 2)
       break;
   if (*below == LEVEL_OFF)
     return TRUE;
-  return pooled_rate (&st->stats[*below + 1]) - e >= min_gain * e_off;
+  return pooled_rate (level_stats (st, *below)) - e >= min_gain * e_off;
+}
+
+/* @level was not taken, or is not in force where it was: it and the
+ * levels above are barred for two dwells, twice as long as last time
+ * when the same level was barred before, up to the cooldown. */
+static void
+count_refusal (VmState *st, int level, gint64 now, const TwedAutoParams *p)
+{
+  gint64 dwell = (gint64) p->dwell_seconds * G_USEC_PER_SEC;
+  gint64 cap = MAX (2 * dwell, (gint64) p->cooldown_seconds * G_USEC_PER_SEC);
+
+  if (st->refused != LEVEL_NONE && level >= st->refused)
+    st->refused_bar = MIN (2 * st->refused_bar, cap);
+  else
+    st->refused_bar = MIN (2 * dwell, cap);
+  st->refused = st->refused == LEVEL_NONE ? level : MIN (st->refused, level);
+  st->refused_until = now + st->refused_bar;
 }
 
 static char *
-figures (double at_off, double cur, int level, double rise, const Party *who_now, const Party *who_off)
+figures (double at_off, double cur, int level, double rise, const char *who, double share_off, double share_now)
 {
   g_autofree char *ln = level_name (level);
   g_autofree char *from = isnan (at_off) ? g_strdup ("") : g_strdup_printf ("%.0f at off → ", at_off);
@@ -1207,7 +1577,7 @@ figures (double at_off, double cur, int level, double rise, const Party *who_now
                           : g_strdup_printf (" (%.0f %%)", cur / at_off * 100);
   g_autofree char *wait = isnan (rise) ? g_strdup ("")
                           : g_strdup_printf (", run-queue wait share %+.1f pts (%s %.1f %% → %.1f %%)", rise * 100,
-                                             who_now->name, who_off->share * 100, who_now->share * 100);
+                                             who, share_off * 100, share_now * 100);
 
   return g_strdup_printf ("wfe exits/s %s%.0f at %s%s%s", from, cur, ln, left, wait);
 }
@@ -1221,10 +1591,12 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   VmState *st;
   gint64 now, gap, dwell = (gint64) p->dwell_seconds * G_USEC_PER_SEC;
   double e, e_off = NAN, wait_change = NAN;
-  g_autoptr(GHashTable) shares = NULL;
+  g_autoptr(GArray) judged = NULL; /* the parties of the window judged */
+  g_autoptr(GArray) shares = NULL;
   g_autofree char *fresh = NULL;
   gboolean fresh_twice = FALSE, in_bounds;
-  LevelStats *off;
+  const LevelStats *off;
+  HostVms *hv;
   int top;
   g_autofree char *ln = level_name (level);
   /* What a decision may bar or schedule, as it was: a dry run keeps it */
@@ -1236,12 +1608,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   out->exits_per_s = out->off_exits_per_s = out->wait_change = NAN;
   out->waiting = out->protective = out->set_off = FALSE;
   out->reason = NULL;
-  g_mutex_lock (&ctl->lock);
-  {
-    GHashTable *vms = g_hash_table_lookup (ctl->hosts, host->name);
-
-    st = vms && dom->uuid ? g_hash_table_lookup (vms, dom->uuid) : NULL;
-  }
+  hv = host_vms_lock (ctl, host->name, FALSE);
+  st = hv && dom->uuid ? g_hash_table_lookup (hv->vms, dom->uuid) : NULL;
   if (st)
     {
       st->cooldown = (gint64) p->cooldown_seconds * G_USEC_PER_SEC;
@@ -1326,27 +1694,21 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     st->pending = LEVEL_NONE;
   if (st->pending != LEVEL_NONE)
     {
-      /* A decided step that did not happen within a dwell: refused (the
-       * host ceiling kvm-arm.twed_max), failed, or held by the rate
-       * limits.  The levels from it are barred for two dwells, twice as
-       * long each time the same level is not taken again, up to the
-       * cooldown (a lower one starts again at two dwells): a step the rate limits only delayed
-       * is taken soon after, while a host ceiling is asked about ever
-       * less often (each refusal also grows the failure back-off of
-       * the VM's changes). */
-      if (now - st->pending_at >= dwell)
-        {
-          if (st->pending > level)
-            {
-              gint64 cap = MAX (2 * dwell, (gint64) p->cooldown_seconds * G_USEC_PER_SEC);
+      gboolean refused = st->pending_outcome == TWED_AUTO_STEP_REFUSED;
 
-              if (st->refused != LEVEL_NONE && st->pending >= st->refused)
-                st->refused_bar = MIN (2 * st->refused_bar, cap);
-              else
-                st->refused_bar = MIN (2 * dwell, cap);
-              st->refused = st->refused == LEVEL_NONE ? st->pending : MIN (st->refused, st->pending);
-              st->refused_until = now + st->refused_bar;
-            }
+      /* A decided step the host refused (its ceiling kvm-arm.twed_max),
+       * or one made that did not show within a dwell: the levels from
+       * it are barred for two dwells, twice as long each time the same
+       * level is not taken again, up to the cooldown (a lower one starts
+       * again at two dwells), so that a host ceiling is asked about ever
+       * less often (each refusal also grows the failure back-off of the
+       * VM's changes).  One only deferred (rate limits, a back-off) or
+       * failed otherwise is asked again for a dwell, then dropped
+       * without a bar: the window measured meanwhile is judged afresh. */
+      if (refused || now - st->pending_at >= dwell)
+        {
+          if (st->pending > level && (refused || !st->pending_outcome))
+            count_refusal (st, st->pending, now, p);
           st->pending = LEVEL_NONE;
         }
       else
@@ -1405,6 +1767,40 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       goto done;
     }
   st->mismatch_since = 0;
+  /* A fixed delay that reads 0 on every vCPU while they trap WFEs: KVM
+   * does not have it (QEMU or the host refused it, and no host default
+   * is in force), or each vCPU had its pCPU to itself at the read
+   * (TWEDn clear), which a read now and then may show.  Such a read is
+   * not judged on, nor is the window dropped; reading so for
+   * stale_seconds, the setting is not in force: off, and the level
+   * counts as refused. */
+  if (level >= 1 && st->twed_delay == 0 && st->have_delta && st->d_exits > 0)
+    {
+      gint64 waited;
+
+      if (!st->zero_since)
+        st->zero_since = now;
+      waited = now - st->zero_since;
+      if (waited >= (gint64) p->stale_seconds * G_USEC_PER_SEC)
+        {
+          verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
+                   g_strdup_printf ("twed_delay reads 0 at %s while its vCPUs trap WFEs, for %" G_GINT64_FORMAT
+                                    " s: not in force, off", ln, waited / G_USEC_PER_SEC));
+          out->protective = TRUE;
+          count_refusal (st, level, now, p);
+          st->zero_since = 0;
+        }
+      else
+        {
+          verdict (out, TWED_AUTO_HOLD, level,
+                   g_strdup_printf ("twed_delay reads 0 at %s while its vCPUs trap WFEs, for %" G_GINT64_FORMAT
+                                    " s of the %u s allowed: not judged until it shows", ln,
+                                    waited / G_USEC_PER_SEC, p->stale_seconds));
+          out->waiting = TRUE;
+        }
+      goto done;
+    }
+  st->zero_since = 0;
   if (level == LEVEL_OFF && st->twed_delay != 0)
     {
       window_reset (st);
@@ -1416,13 +1812,13 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       goto done;
     }
 
-  off = &st->stats[0];
+  off = level_stats (st, LEVEL_OFF);
   if (level != LEVEL_OFF && off->valid)
     e_off = pooled_rate (off);
   if (st->w_elapsed_ns < (double) dwell * 1000.0 || st->w_reads < MIN_READS)
     {
-      LevelStats *cur = &st->stats[level + 1];
-      g_autofree char *f = cur->valid ? figures (e_off, pooled_rate (cur), level, NAN, NULL, NULL) : NULL;
+      const LevelStats *cur = level_stats (st, level);
+      g_autofree char *f = cur->valid ? figures (e_off, pooled_rate (cur), level, NAN, NULL, 0, 0) : NULL;
 
       verdict (out, TWED_AUTO_HOLD, level,
                g_strdup_printf ("dwell %.0f s of %u s at %s%s%s", st->w_elapsed_ns / 1e9, p->dwell_seconds, ln,
@@ -1446,7 +1842,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
 
   /* A full window at this level: judge it, then start the next. */
   {
-    LevelStats *cur = &st->stats[level + 1];
+    LevelStats *cur = level_stats_mut (st, level);
 
     pool_add (cur, st->w_exits, st->w_time_ns, now);
     e = pooled_rate (cur);
@@ -1454,11 +1850,13 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
     if (level == LEVEL_OFF)
       e_off = e;
   }
-  shares = window_shares (st);
+  /* The window's parties outlive its reset: judged below. */
+  judged = g_array_copy (st->w_parties);
+  shares = window_shares (judged);
   if (level == LEVEL_OFF)
     off_pool (st);
   else
-    fresh = newcomer (st, &fresh_twice);
+    fresh = newcomer (hv, st, &fresh_twice);
   window_reset (st);
   out->exits_per_s = e;
   out->off_exits_per_s = e_off;
@@ -1470,31 +1868,34 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
 
   if (level == LEVEL_OFF)
     {
-      const Party *own = g_hash_table_lookup (shares, dom->uuid);
-      g_autofree char *own_share = own ? g_strdup_printf ("%.1f %%", own->share * 100) : g_strdup ("not measured");
+      const Judged *own = NULL;
+      g_autofree char *own_share = NULL;
+
+      for (guint i = 0; i < shares->len && !own; i++)
+        if (g_array_index (shares, Judged, i).p->slot == st->slot)
+          own = &g_array_index (shares, Judged, i);
+      own_share = own ? g_strdup_printf ("%.1f %%", own->share * 100) : g_strdup ("not measured");
 
       int back = st->return_to;
 
       /* What every later level is compared with (the shares are
        * pooled above). */
-      if (st->off_pcpus)
-        g_array_unref (st->off_pcpus);
-      st->off_pcpus = pcpus_sorted (st->pcpus);
+      cpumask_free (st->off_pcpus);
+      st->off_pcpus = cpumask_copy (st->pcpus);
       st->return_to = LEVEL_NONE;
       /* A new window at off after a step down: the levels' figures
        * were judged against the reference as it was, and the VM came
        * back because something changed.  Measured again for a new
        * co-runner, they still hold: the exits did not move. */
       if (back == LEVEL_NONE)
-        for (guint i = 1; i < G_N_ELEMENTS (st->stats); i++)
-          st->stats[i] = (LevelStats) { 0 };
+        stats_clear (st, 1);
       if (top < lo && MIN (hi, st->ceiling) < lo)
         verdict (out, TWED_AUTO_HOLD, level,
                  g_strdup_printf ("wfe exits/s %.0f at off; %d and above barred for %" G_GINT64_FORMAT
                                   " s after a back-off", e, lo, (st->ceiling_until - now) / G_USEC_PER_SEC));
       else if (top < lo)
         verdict (out, TWED_AUTO_HOLD, level,
-                 g_strdup_printf ("wfe exits/s %.0f at off; %d not taken when asked (host ceiling or rate limits), asked again in %"
+                 g_strdup_printf ("wfe exits/s %.0f at off; %d refused or not in force when asked, asked again in %"
                                   G_GINT64_FORMAT " s", e, st->refused,
                                   (st->refused_until - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC));
       else if (e < EXITS_FLOOR)
@@ -1521,7 +1922,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       goto done;
     }
   {
-    const Party *who_now, *who_off;
+    const Judged *who_now;
+    const Party *who_off;
     g_autofree char *f = NULL;
     int down = level == lo ? LEVEL_OFF : level - 1;
     double left = e_off > 0 ? e / e_off : 1;
@@ -1544,7 +1946,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
 
     wait_change = wait_rise (shares, st, &who_now, &who_off);
     out->wait_change = wait_change;
-    f = figures (e_off, e, level, wait_change, who_now, who_off);
+    f = figures (e_off, e, level, wait_change, who_now ? party_name (hv, who_now->p->slot) : NULL,
+                 who_off ? party_share (who_off) : 0, who_now ? who_now->share : 0);
 
     /* Everything after rests on the reference at off.  A share above
      * the margin is judged first: it keeps its cooldown even when the
@@ -1580,17 +1983,13 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
      * that come and go would otherwise keep every VM near them at off). */
     if (fresh && fresh_twice && (!st->remeasured_at || now - st->remeasured_at >= (gint64) p->cooldown_seconds * G_USEC_PER_SEC))
       {
-        GHashTableIter it;
-        const char *uuid;
-
         st->remeasured_at = now;
         st->return_to = level;
         /* The next window at off alone is their reference: pooled with
          * hours idle at off, their time there would still read idle. */
-        g_hash_table_iter_init (&it, st->newcomers);
-        while (g_hash_table_iter_next (&it, (gpointer *) &uuid, NULL))
-          g_hash_table_remove (st->off_shares, uuid);
-        g_hash_table_remove_all (st->newcomers);
+        for (guint i = 0; i < st->newcomers->len; i++)
+          slot_remove (st->off_shares, g_array_index (st->newcomers, guint32, i));
+        g_array_set_size (st->newcomers, 0);
         verdict (out, TWED_AUTO_STEP_DOWN, LEVEL_OFF,
                  g_strdup_printf ("wfe exits/s %.0f at %s, new co-runner %s since off was measured: step down to off, "
                                   "measuring off again", e, ln, fresh));
@@ -1660,7 +2059,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
 
         verdict (out, TWED_AUTO_HOLD, level,
                  g_strdup_printf ("%s, hold: exits stopped falling: %.0f %% of off's at %s, %.0f %% at %s", f,
-                                  e / e_off * 100, ln, pooled_rate (&st->stats[below + 1]) / e_off * 100, bn));
+                                  e / e_off * 100, ln, pooled_rate (level_stats (st, below)) / e_off * 100, bn));
       }
     else if (level < top && cut_counted (st) < 2 && !fresh)
       {
@@ -1669,7 +2068,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
          * level (so each level left upward has two).  A
          * newcomer's hold below says more, and counts the cut too. */
         g_autofree char *bn = level_name (below);
-        double at_below = below == LEVEL_OFF ? e_off : pooled_rate (&st->stats[below + 1]);
+        double at_below = below == LEVEL_OFF ? e_off : pooled_rate (level_stats (st, below));
 
         verdict (out, TWED_AUTO_HOLD, level,
                  g_strdup_printf ("%s, hold: cut from %.0f %% of off's at %s in one window, judging again", f,
@@ -1689,7 +2088,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       {
         /* The level below, as judged: the cut is checked against it. */
         g_autofree char *bn = level_name (below);
-        double at_below = below == LEVEL_OFF ? e_off : pooled_rate (&st->stats[below + 1]);
+        double at_below = below == LEVEL_OFF ? e_off : pooled_rate (level_stats (st, below));
 
         verdict (out, TWED_AUTO_STEP_UP, up,
                  g_strdup_printf ("%s, step up to %d (cut from %.0f %% of off's at %s)", f, up,
@@ -1707,12 +2106,12 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                                 st->ceiling));
     else
       verdict (out, TWED_AUTO_HOLD, level,
-               g_strdup_printf ("%s, hold: %d not taken when asked (host ceiling or rate limits), asked again in %" G_GINT64_FORMAT
+               g_strdup_printf ("%s, hold: %d refused or not in force when asked, asked again in %" G_GINT64_FORMAT
                                 " s", f, st->refused, (st->refused_until - now + G_USEC_PER_SEC - 1) / G_USEC_PER_SEC));
   }
 
 done:
-  if (st && ctl->dry_run)
+  if (st && g_atomic_int_get (&ctl->dry_run))
     {
       /* Nothing is applied: a back-off's bar or a new measurement of
        * off scheduled now would outlive the dry run (they are saved in
@@ -1730,6 +2129,7 @@ done:
       if (target != level)
         {
           st->pending = target;
+          st->pending_outcome = 0;
           st->pending_from = level;
           st->pending_protective = out->protective;
           st->pending_at = dom->signals ? dom->signals->at : st->seen_at;
@@ -1737,7 +2137,7 @@ done:
     }
   else if (st && out->decision == TWED_AUTO_BASELINE)
     st->pending = LEVEL_NONE;
-  g_mutex_unlock (&ctl->lock);
+  host_vms_unlock (hv);
 }
 
 TwedAutoBars *
@@ -1880,22 +2280,37 @@ twed_auto_save_bars (TwedAuto *ctl, const char *host, gboolean changed_only, gin
     }
   if (host)
     {
-      GHashTable *vms = g_hash_table_lookup (ctl->hosts, host);
+      HostVms *hv;
 
-      if (vms)
-        save_host_bars (host, vms, changed_only, mono_now, to_real, mine);
+      g_mutex_unlock (&ctl->lock);
+      if ((hv = host_vms_lock (ctl, host, FALSE)))
+        save_host_bars (host, hv->vms, changed_only, mono_now, to_real, mine);
+      host_vms_unlock (hv);
     }
   else
     {
+      g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func (g_free);
+      g_autoptr(GPtrArray) all = g_ptr_array_new_with_free_func ((GDestroyNotify) host_vms_unref);
       GHashTableIter it;
       const char *name;
-      GHashTable *vms;
+      HostVms *hv;
 
       g_hash_table_iter_init (&it, ctl->hosts);
-      while (g_hash_table_iter_next (&it, (gpointer *) &name, (gpointer *) &vms))
-        save_host_bars (name, vms, changed_only, mono_now, to_real, mine);
+      while (g_hash_table_iter_next (&it, (gpointer *) &name, (gpointer *) &hv))
+        {
+          g_ptr_array_add (names, g_strdup (name));
+          g_ptr_array_add (all, g_atomic_rc_box_acquire (hv));
+        }
+      g_mutex_unlock (&ctl->lock);
+      /* Each host under its own lock, taken without the controller's. */
+      for (guint i = 0; i < all->len; i++)
+        {
+          hv = g_ptr_array_index (all, i);
+          g_mutex_lock (&hv->lock);
+          save_host_bars (g_ptr_array_index (names, i), hv->vms, changed_only, mono_now, to_real, mine);
+          g_mutex_unlock (&hv->lock);
+        }
     }
-  g_mutex_unlock (&ctl->lock);
   /* Sorted, stably: the same bars give the same file. */
   g_ptr_array_sort (mine, twed_auto_bars_compare);
   g_ptr_array_extend_and_steal (out, g_steal_pointer (&mine));
@@ -1909,20 +2324,21 @@ void
 twed_auto_bars_unsaved (TwedAuto *ctl)
 {
   static const Bars unknown = { -1, -1, 0, -1, 0, 0, 0 };
-  GHashTableIter hit, it;
-  GHashTable *vms;
-  VmState *st;
+  g_autoptr(GPtrArray) all = host_vms_all (ctl);
 
-  g_mutex_lock (&ctl->lock);
-  g_hash_table_iter_init (&hit, ctl->hosts);
-  while (g_hash_table_iter_next (&hit, NULL, (gpointer *) &vms))
+  for (guint h = 0; h < all->len; h++)
     {
-      g_hash_table_iter_init (&it, vms);
+      HostVms *hv = g_ptr_array_index (all, h);
+      GHashTableIter it;
+      VmState *st;
+
+      g_mutex_lock (&hv->lock);
+      g_hash_table_iter_init (&it, hv->vms);
       while (g_hash_table_iter_next (&it, NULL, (gpointer *) &st))
         if (!bars_equal (&st->saved, &NO_BARS))
           st->saved = unknown;
+      g_mutex_unlock (&hv->lock);
     }
-  g_mutex_unlock (&ctl->lock);
 }
 
 /* A Unix time of a saved record on the reads' clock; 0 stays "never"
@@ -1942,27 +2358,26 @@ twed_auto_restore_bars (TwedAuto *ctl, const GPtrArray *bars, gint64 mono_now, g
   gint64 max_bar = (gint64) TWED_AUTO_COOLDOWN_MAX_SECONDS * G_USEC_PER_SEC;
   guint n = 0;
 
-  g_mutex_lock (&ctl->lock);
   for (guint i = 0; i < bars->len; i++)
     {
       const TwedAutoBars *r = g_ptr_array_index (bars, i);
-      GHashTable *vms;
+      g_autoptr(HostVms) hv = NULL;
       VmState *st;
 
       if (!twed_auto_bars_hold (r, real_now) || r->barred_from > TWED_DELAY_LIMIT ||
           r->refused_from > TWED_DELAY_LIMIT)
         continue;
-      vms = g_hash_table_lookup (ctl->hosts, r->host);
-      if (!vms)
-        {
-          vms = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) vm_state_free);
-          g_hash_table_insert (ctl->hosts, g_strdup (r->host), vms);
-        }
+      /* Not a host the controller may hold (no longer configured). */
+      if (!(hv = host_vms_lock (ctl, r->host, TRUE)))
+        continue;
       /* Read already (restored later than at start, which twedd does
        * not): what it measured since is newer. */
-      if (g_hash_table_contains (vms, r->vm))
-        continue;
-      st = vm_state_new ();
+      if (g_hash_table_contains (hv->vms, r->vm))
+        {
+          g_mutex_unlock (&hv->lock);
+          continue;
+        }
+      st = host_vms_add (hv, r->vm);
       /* Times beyond what the controller sets (a wall clock stepped
        * back since, an edited file) hold no longer than it would. */
       if (r->barred_from >= 0 && r->barred_until > real_now)
@@ -1985,9 +2400,8 @@ twed_auto_restore_bars (TwedAuto *ctl, const GPtrArray *bars, gint64 mono_now, g
       /* Forgotten like any VM not read for a while from now on. */
       st->seen_at = mono_now;
       st->saved = bars_of (st, mono_now);
-      g_hash_table_insert (vms, g_strdup (r->vm), st);
+      g_mutex_unlock (&hv->lock);
       n++;
     }
-  g_mutex_unlock (&ctl->lock);
   return n;
 }

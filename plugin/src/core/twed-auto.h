@@ -88,11 +88,11 @@ void twed_auto_observe (TwedAuto *ctl, const TwedHost *host, gint64 forget_after
  * running domains under auto): forgets only the domains not listed on
  * it for @forget_after usec, as observe would, refreshing nothing. */
 void twed_auto_forget_unseen (TwedAuto *ctl, const TwedHost *host, gint64 forget_after);
-/* Forgets every domain read on each host @keep says no to (hosts
- * removed from the configuration).  Their saved bars go at the next
- * save. */
-void twed_auto_retain_hosts (TwedAuto *ctl, gboolean (*keep) (const char *host, gpointer data),
-                             gpointer data);
+/* The hosts the controller may hold from now on (twedd's configured
+ * ones; NULL = any, as before the first call): every domain read on
+ * another is forgotten, its saved bars at the next save, and a pass over
+ * such a host that still runs keeps nothing. */
+void twed_auto_retain_hosts (TwedAuto *ctl, const char *const *hosts);
 
 /* The setting @dom should have next under bounds @bounds (mode auto),
  * from what twed_auto_observe() saw.  Reads the domain's current
@@ -101,6 +101,25 @@ void twed_auto_retain_hosts (TwedAuto *ctl, gboolean (*keep) (const char *host, 
 void twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                        const TwedSetting *bounds, const TwedAutoParams *params,
                        TwedAutoVerdict *out);
+
+/* What became of a step twed_auto_decide() asked for that was not
+ * made: the planner and twedd know why, the controller only sees that
+ * the setting did not move. */
+typedef enum {
+  TWED_AUTO_STEP_DEFERRED = 1, /* not tried: rate limits, a back-off, min_change_interval, a reload */
+  TWED_AUTO_STEP_FAILED,       /* tried, failed for another reason than its values (a domain job,
+                                * a hung monitor) */
+  TWED_AUTO_STEP_REFUSED,      /* the host refused its values (EINVAL: kvm-arm.twed_max) */
+} TwedAutoStepOutcome;
+
+/* Tells the controller that the step to @target it decided for the VM
+ * @uuid on @host was not made, and why.  Only a refusal counts as the
+ * host's ceiling (its levels barred, asked again ever less often); a
+ * step deferred or failed otherwise is asked again while it stays
+ * pending, and dropped without a bar after a dwell, the VM judged
+ * afresh.  A report of another step than the one pending is ignored. */
+void twed_auto_step_not_made (TwedAuto *ctl, const char *host, const char *uuid, const TwedSetting *target,
+                              TwedAutoStepOutcome outcome);
 
 /* Whether the decisions are applied (twedd's dry_run): in a dry run no
  * decided step is awaited or counted as refused. */

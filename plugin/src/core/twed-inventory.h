@@ -101,6 +101,9 @@ typedef struct {
   TwedSupport support;
   char *support_reason;    /* why support is unknown, NULL = not said */
   GPtrArray *domains;      /* TwedDomain */
+  guint session;           /* changes each time the connection to the host is
+                            * opened anew: a domain id read before may now be
+                            * another process's (the host rebooted) */
 
   /* Filled by twed_host_compute(). */
   guint nvcpus_active;

@@ -382,8 +382,10 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
        * saves for up to an hour: a lower delay may pass it.  The
        * backend marks a hold so only when the change that failed was
        * a raise; a lowering that failed (a domain job, a hung
-       * monitor) waits its back-off like any change. */
-      else if (dom->hold && !(dom->hold_after_failure && lowers_delay (e)))
+       * monitor) waits its back-off like any change, and so does the
+       * definition of a domain that is not running (nothing pays for
+       * its delay until it runs). */
+      else if (dom->hold && !(dom->hold_after_failure && dom->active && lowers_delay (e)))
         {
           e->action = TWED_ACTION_DEFER;
           e->reason = g_strdup_printf ("ratio %.2f %s, %s; deferred: %s", dom->ratio, in_band, why,
@@ -757,6 +759,28 @@ twed_plan_build (GPtrArray *hosts, const TwedPolicySet *set, const TwedPlanOptio
   }
   plan_labels_clear (&labels);
   return plan;
+}
+
+void
+twed_plan_report_auto (const TwedPlan *plan, TwedAuto *ctl, gboolean skipped)
+{
+  for (guint i = 0; ctl && i < plan->entries->len; i++)
+    {
+      const TwedPlanEntry *e = g_ptr_array_index (plan->entries, i);
+      TwedAutoStepOutcome outcome;
+
+      if (!e->is_auto || !e->active || (twed_setting_equal (&e->target, &e->current) && !e->auto_set_off))
+        continue;
+      if (e->action == TWED_ACTION_DEFER || (e->action == TWED_ACTION_CHANGE && skipped))
+        outcome = TWED_AUTO_STEP_DEFERRED;
+      else if (e->action == TWED_ACTION_CHANGE && e->result == TWED_RESULT_FAILED)
+        outcome = e->refused ? TWED_AUTO_STEP_REFUSED : TWED_AUTO_STEP_FAILED;
+      else if (e->action == TWED_ACTION_CHANGE && e->result == TWED_RESULT_NONE)
+        outcome = TWED_AUTO_STEP_DEFERRED;
+      else
+        continue;
+      twed_auto_step_not_made (ctl, e->host, e->uuid, &e->target, outcome);
+    }
 }
 
 guint

@@ -40,6 +40,7 @@ typedef struct {
   char *reason;
   TwedResult result;
   char *error;
+  gboolean refused;   /* the failure was the host refusing the values (EINVAL) */
   /* Band in mode auto: the bounds and the controller's decision with
    * its figures (NAN where not known). */
   gboolean is_auto;
@@ -127,6 +128,11 @@ void        twed_plan_apply_budget (TwedPlan *plan, const TwedPolicySet *set, Tw
  * most overcommitted VMs of all of them first. */
 void        twed_plans_apply_budget (TwedPlan **plans, guint nplans, const TwedPolicySet *set,
                                      TwedBudget *budget);
+/* Tells @ctl which of @plan's auto steps were not made and why: deferred
+ * (rate limits, a back-off, or every change of the plan when @skipped),
+ * refused by the host, or failed otherwise.  After the plan was applied
+ * (or not). */
+void      twed_plan_report_auto (const TwedPlan *plan, TwedAuto *ctl, gboolean skipped);
 guint     twed_plan_count (const TwedPlan *plan, TwedAction action);
 guint     twed_plan_count_result (const TwedPlan *plan, TwedResult result);
 guint     twed_plan_unreachable (const TwedPlan *plan);

@@ -94,6 +94,7 @@ apply_func (gpointer item, gpointer data)
             backend_vm_changed (h, e->uuid ? e->uuid : e->domain, error, raise);
           e->result = TWED_RESULT_FAILED;
           e->error = g_strdup (error->message);
+          e->refused = twed_domain_params_refused (error);
           failed++;
           twed_log_domain (G_LOG_LEVEL_WARNING, h->name, e->domain, "change %s -> %s failed: %s",
                            from, to, error->message);

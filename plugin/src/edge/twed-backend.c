@@ -762,6 +762,7 @@ backend_connect_locked (BackendHost *h, GError **error)
       g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
     }
+  h->session++;
   /* The backoff is reset by a successful read, not by a connection
    * that then fails every call. */
   g_clear_pointer (&h->last_error, g_free);
@@ -1168,6 +1169,7 @@ refresh_host (BackendHost *h)
     }
   if (backend_connect_locked (h, &error) && read_node (h, out, &error) && read_domains (h, out, &error))
     {
+      out->session = h->session;
       if (h->warned)
         twed_log_host (G_LOG_LEVEL_MESSAGE, h->name, "reachable again");
       h->backoff = 0;

@@ -4,6 +4,15 @@
 #include "config.h"
 #include "twed-domain-params.h"
 
+#include <string.h>
+
+gboolean
+twed_domain_params_refused (const GError *error)
+{
+  /* QEMU runs with LC_ALL=C under libvirt: strerror (EINVAL) in English. */
+  return error && error->domain == TWED_LIBVIRT_ERROR && strstr (error->message, "failed: Invalid argument");
+}
+
 #if HAVE_VIR_DOMAIN_TWED_API
 
 gboolean

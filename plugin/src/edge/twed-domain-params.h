@@ -14,6 +14,12 @@ gboolean twed_domain_params_available (void);
 gboolean twed_domain_params_set (virDomainPtr dom, const TwedSetting *s, gboolean live,
                              gboolean config, GError **error);
 
+/* Whether @error of twed_domain_params_set () is the host refusing the
+ * values (KVM_ENABLE_CAP's EINVAL, e.g. a delay above kvm-arm.twed_max,
+ * which QEMU's set-twed reports as "… failed: Invalid argument",
+ * interfaces.md section 2), rather than a failure to get them there. */
+gboolean twed_domain_params_refused (const GError *error);
+
 #define TWED_API_MISSING_MESSAGE \
   "applying needs the twed libvirt API (virDomainSetTwedParameters, libvirt built " \
   "with twed's libvirt-patches); this build of twed uses a libvirt without it"
