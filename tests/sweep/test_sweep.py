@@ -83,6 +83,26 @@ class Bootstrap(unittest.TestCase):
         self.assertEqual(stats.verdict(stats.bootstrap_median_diff(fixed, off)), "higher")
         self.assertAlmostEqual(ci["diff"], 99 - 575)
 
+    def test_relative_interval_stays_above_minus_100(self):
+        # Exits that almost vanish against an off that spreads widely: the
+        # difference over off's median would put the interval's lower end
+        # below -100 %; the resampled ratio cannot.
+        off = [153, 116, 195, 160, 140]
+        fixed = [4, 0, 9, 3, 5]
+        ci = stats.bootstrap_median_diff(off, fixed)
+        change, lo, hi = stats.change_interval(ci, stats.median(off))
+        self.assertGreaterEqual(lo, -100)
+        self.assertLess(hi, 0)
+        self.assertLess(lo, change)
+        self.assertAlmostEqual(change, (4 / 153 - 1) * 100)
+        self.assertEqual(stats.verdict(ci), "lower")
+
+    def test_zero_base_falls_back_to_the_difference(self):
+        ci = stats.bootstrap_median_diff([0, 0, 0, 1, 0], [3, 4, 5, 4, 4])
+        self.assertIsNone(ci["change_lo"])
+        self.assertEqual(stats.change_interval(ci, 0), (None, None, None))
+        self.assertEqual(stats.verdict(ci), "higher")
+
     def test_reproducible_and_needs_two_runs(self):
         a, b = [1, 2, 3, 4, 5], [2, 3, 4, 5, 9]
         self.assertEqual(stats.bootstrap_median_diff(a, b), stats.bootstrap_median_diff(a, b))

@@ -213,8 +213,11 @@ def versus_off(sweep, host, ratio, wl, metric, unit):
             lines.append(f"| {s} | {fmt(summ['median'])} {unit} | (reference) | – | – |")
             continue
         ci = stats.bootstrap_median_diff(base, vals)
-        pct = (lambda x: stats.change_percent(bs["median"] + x, bs["median"]))
-        ci_text = "–" if ci is None else f"{fmt_change(pct(ci['lo']))} … {fmt_change(pct(ci['hi']))}"
+        if ci is None:
+            ci_text = "–"
+        else:
+            _, lo, hi = stats.change_interval(ci, bs["median"])
+            ci_text = f"{fmt_change(lo)} … {fmt_change(hi)}"
         lines.append(f"| {s} | {fmt(summ['median'])} {unit} | "
                      f"{fmt_change(stats.change_percent(summ['median'], bs['median']))} | "
                      f"{ci_text} | {stats.verdict(ci)} |")
@@ -265,10 +268,10 @@ def versus_best_fixed(sweep, host, ratio, wl):
             bm = stats.summary(base)
             if ci is None or bm is None:
                 continue
-            pct = (lambda x: stats.change_percent(bm["median"] + x, bm["median"]))
+            change, lo, hi = stats.change_interval(ci, bm["median"])
             lines.append(f"- `{new}` versus {what} `{base_label}`, {title}: "
-                         f"{fmt_change(pct(ci['diff']))} (95 % CI {fmt_change(pct(ci['lo']))} … "
-                         f"{fmt_change(pct(ci['hi']))}): {stats.verdict(ci)}")
+                         f"{fmt_change(change)} (95 % CI {fmt_change(lo)} … "
+                         f"{fmt_change(hi)}): {stats.verdict(ci)}")
     return "\n".join(lines) + "\n" if lines else ""
 
 
@@ -575,8 +578,9 @@ def write_report(out_dir):
               table,
               "## Versus off, with confidence intervals\n",
               "Each setting against `off`: the difference of the medians with a 95 % "
-              "percentile-bootstrap confidence interval (4000 resamples of each side), as a "
-              "change of off's median. Where the interval includes 0 the verdict is "
+              "percentile-bootstrap confidence interval (4000 resamples of each side) of the "
+              "relative change: each resample's median against its resampled off's, so the "
+              "interval never falls below -100 %. Where the interval includes 0 the verdict is "
               "\"no difference shown\": the runs cannot tell the setting from off.\n",
               vs_off or "No `off` runs to compare with.\n"]
     if any(r.get("auto") or r.get("twedd") for r in sweep.runs):

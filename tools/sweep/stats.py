@@ -71,21 +71,40 @@ def bootstrap_median_diff(base, other, resamples=4000, confidence=0.95, seed=20)
     if len(base) < 2 or len(other) < 2:
         return None
     rng = random.Random(seed)
-    diffs = []
+    diffs, changes = [], []
     for _ in range(resamples):
         a = [base[rng.randrange(len(base))] for _ in base]
         b = [other[rng.randrange(len(other))] for _ in other]
         diffs.append(median(b) - median(a))
+        # The change relative to each resample's own base: an interval of
+        # the relative change, which cannot fall below -100 %.
+        changes.append(None if median(a) == 0 else (median(b) / median(a) - 1) * 100)
     alpha = (1 - confidence) / 2
-    return {"diff": median(other) - median(base),
-            "lo": quantile(diffs, alpha), "hi": quantile(diffs, 1 - alpha),
-            "confidence": confidence}
+    out = {"diff": median(other) - median(base),
+           "lo": quantile(diffs, alpha), "hi": quantile(diffs, 1 - alpha),
+           "confidence": confidence, "change": None, "change_lo": None, "change_hi": None}
+    if median(base) != 0 and None not in changes:
+        out.update(change=(median(other) / median(base) - 1) * 100,
+                   change_lo=quantile(changes, alpha), change_hi=quantile(changes, 1 - alpha))
+    return out
 
 
 def verdict(ci):
-    """'no difference shown' when the interval includes 0."""
+    """'no difference shown' when the interval includes 0: the relative
+    change's when there is one (the interval a report shows), else the
+    difference's."""
     if ci is None:
         return "too few runs"
-    if ci["lo"] <= 0 <= ci["hi"]:
+    lo, hi = (ci["change_lo"], ci["change_hi"]) if ci.get("change_lo") is not None else (ci["lo"], ci["hi"])
+    if lo <= 0 <= hi:
         return "no difference shown"
-    return "higher" if ci["lo"] > 0 else "lower"
+    return "higher" if lo > 0 else "lower"
+
+
+def change_interval(ci, base_median):
+    """(change, lo, hi) in percent of a bootstrap_median_diff() result: the
+    bootstrapped relative change, or, when a resampled base median is 0,
+    the difference over BASE_MEDIAN (None where that is 0 too)."""
+    if ci.get("change_lo") is not None:
+        return ci["change"], ci["change_lo"], ci["change_hi"]
+    return tuple(change_percent(base_median + ci[k], base_median) for k in ("diff", "lo", "hi"))
