@@ -3,7 +3,6 @@
  * test driver, several hosts at once. Skipped (77) without the API. */
 #include "config.h"
 #include "twed-backend.h"
-#include "twed-domain-params.h"
 #include "twed-libvirt.h"
 #include "twed-log.h"
 #include "twed-policydir.h"
@@ -588,35 +587,6 @@ test_manual_pin (void)
   g_assert_true (twed_setting_equal (&find (p, "web-1")->current, &s));
 }
 
-/* Only KVM refusing the values (EINVAL, what QEMU's set-twed reports as
- * "… failed: Invalid argument", interfaces.md section 2) is the host
- * refusing a step; a job held or a monitor gone is another failure. */
-static void
-test_refused (void)
-{
-  static const struct {
-    GQuark (*domain) (void);
-    const char *message;
-    gboolean refused;
-  } cases[] = {
-    { twed_libvirt_error_quark, "virDomainSetTwedParameters: internal error: unable to execute QEMU command "
-      "'set-twed': Setting TWED mode 'fixed', delay 9, min 9, max 9 failed: Invalid argument (libvirt error 1)", TRUE },
-    { twed_libvirt_error_quark, "virDomainSetTwedParameters: Timed out during operation: cannot acquire state "
-      "change lock (held by monitor=remoteDispatchDomainGetJobInfo) (libvirt error 68)", FALSE },
-    { twed_libvirt_error_quark, "virDomainSetTwedParameters: operation failed: domain is not running "
-      "(libvirt error 55)", FALSE },
-    { twed_error_quark, "Setting TWED mode 'fixed', delay 9, min 9, max 9 failed: Invalid argument", FALSE },
-  };
-
-  g_assert_false (twed_domain_params_refused (NULL));
-  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
-    {
-      g_autoptr(GError) e = g_error_new_literal (cases[i].domain (), 1, cases[i].message);
-
-      g_assert_cmpint (twed_domain_params_refused (e), ==, cases[i].refused);
-    }
-}
-
 int
 main (int argc, char **argv)
 {
@@ -629,7 +599,6 @@ main (int argc, char **argv)
   demo_dir = argv[1];
   twed_log_init (g_getenv ("TWED_TEST_VERBOSE") ? TWED_LOG_DEBUG : TWED_LOG_QUIET);
   twed_libvirt_init (FALSE);
-  g_test_add_func ("/apply/refused", test_refused);
   g_test_add_func ("/apply/round-trip", test_round_trip);
   g_test_add_func ("/apply/manual-pin", test_manual_pin);
   g_test_add_func ("/apply/min-change-interval", test_min_change_interval);

@@ -6,6 +6,7 @@
 #include "config.h"
 #include "twed-domcaps.h"
 #include "twed-backend.h"
+#include "twed-domain-params.h"
 #include "twed-libvirt.h"
 #include "twed-log.h"
 #include "twed-state.h"
@@ -412,6 +413,37 @@ test_signals_from_record (void)
   virConnectClose (conn);
 }
 
+/* Only KVM refusing the values (EINVAL, what QEMU's set-twed reports as
+ * "… failed: Invalid argument", interfaces.md section 2) is the host
+ * refusing a step; a job held or a monitor gone is another failure. */
+static void
+test_refused (void)
+{
+  static const struct {
+    GQuark (*domain) (void);
+    const char *message;
+    gboolean refused;
+  } cases[] = {
+    { twed_libvirt_error_quark, "virDomainSetTwedParameters: internal error: unable to execute QEMU command "
+      "'set-twed': Setting TWED mode 'fixed', delay 9, min 9, max 9 failed: Invalid argument (libvirt error 1)", TRUE },
+    { twed_libvirt_error_quark, "virDomainSetTwedParameters: Timed out during operation: cannot acquire state "
+      "change lock (held by monitor=remoteDispatchDomainGetJobInfo) (libvirt error 68)", FALSE },
+    { twed_libvirt_error_quark, "virDomainSetTwedParameters: operation failed: domain is not running "
+      "(libvirt error 55)", FALSE },
+    { twed_libvirt_error_quark, "virDomainSetTwedParameters: Unable to write to '/sys/fs/cgroup/machine.slice/"
+      "cpu.max': failed: Invalid argument (libvirt error 38)", FALSE },
+    { twed_error_quark, "Setting TWED mode 'fixed', delay 9, min 9, max 9 failed: Invalid argument", FALSE },
+  };
+
+  g_assert_false (twed_domain_params_refused (NULL));
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++)
+    {
+      g_autoptr(GError) e = g_error_new_literal (cases[i].domain (), 1, cases[i].message);
+
+      g_assert_cmpint (twed_domain_params_refused (e), ==, cases[i].refused);
+    }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -425,5 +457,6 @@ main (int argc, char **argv)
   g_test_add_func ("/inventory/vms-pruned", test_vms_pruned);
   g_test_add_func ("/inventory/own-echo", test_own_echo);
   g_test_add_func ("/inventory/signals-from-record", test_signals_from_record);
+  g_test_add_func ("/inventory/refused", test_refused);
   return g_test_run ();
 }

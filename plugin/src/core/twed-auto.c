@@ -159,6 +159,7 @@ typedef struct {
   gint64 mismatch_since;    /* first read whose twed_delay did not match the setting, 0 = none */
   gint64 zero_since;        /* first read of a fixed delay whose twed_delay read 0 while WFEs
                              * trapped, 0 = none */
+  double zero_exits, zero_time_ns; /* the exits and vCPU time of those reads */
 
   /* This read's deltas. */
   gboolean have_delta;
@@ -227,6 +228,8 @@ typedef struct {
   GMutex lock;
   GHashTable *vms;          /* uuid -> VmState */
   GPtrArray *slots;         /* slot -> VmState, NULL = free */
+  gboolean dropped;         /* under lock: no longer the controller's (a reload removed the
+                             * host, or its last VM was forgotten) */
 } HostVms;
 
 /* State is kept per (host, uuid): a pass reads and forgets only within
@@ -424,8 +427,16 @@ host_vms_lock (TwedAuto *ctl, const char *name, gboolean create)
   g_mutex_lock (&ctl->lock);
   hv = host_vms_locked (ctl, name, create);
   g_mutex_unlock (&ctl->lock);
-  if (hv)
-    g_mutex_lock (&hv->lock);
+  if (!hv)
+    return NULL;
+  g_mutex_lock (&hv->lock);
+  /* Dropped between the two locks: nothing may be kept in it. */
+  if (hv->dropped)
+    {
+      g_mutex_unlock (&hv->lock);
+      host_vms_unref (hv);
+      return NULL;
+    }
   return hv;
 }
 
@@ -985,7 +996,14 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
         }
       st->advanced_at = sig->at;
     }
-  else if (!rebased)
+  else if (rebased)
+    {
+      /* Still, vCPUs whose time moved ran: reads that all come over new
+       * connections must not look stale. */
+      if (time_ns > 0)
+        st->advanced_at = sig->at;
+    }
+  else
     {
       st->have_delta = TRUE;
       st->d_exits = exits;
@@ -1281,6 +1299,7 @@ twed_auto_forget_unseen (TwedAuto *ctl, const TwedHost *host, gint64 forget_afte
   forget_unseen (ctl, host->name, hv, read_time (host), forget_after);
   if (g_hash_table_size (hv->vms) == 0)
     {
+      hv->dropped = TRUE;
       g_mutex_lock (&ctl->lock);
       if (g_hash_table_lookup (ctl->hosts, host->name) == hv)
         g_hash_table_remove (ctl->hosts, host->name);
@@ -1323,9 +1342,14 @@ twed_auto_retain_hosts (TwedAuto *ctl, const char *const *hosts)
 
       hv = g_ptr_array_index (gone, i);
       g_mutex_lock (&hv->lock);
+      hv->dropped = TRUE;
       g_hash_table_iter_init (&it, hv->vms);
       while (g_hash_table_iter_next (&it, (gpointer *) &uuid, (gpointer *) &st))
         forget_vm (ctl, g_ptr_array_index (names, i), uuid, st);
+      /* Empty: a walk over every host that took it before it was
+       * dropped (a save of all bars) finds nothing in it. */
+      g_hash_table_remove_all (hv->vms);
+      g_ptr_array_set_size (hv->slots, 0);
       g_mutex_unlock (&hv->lock);
     }
 }
@@ -1601,9 +1625,9 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   g_autofree char *ln = level_name (level);
   /* What a decision may bar or schedule, as it was: a dry run keeps it */
   struct {
-    int ceiling, return_to;
-    gint64 ceiling_until, remeasured_at;
-  } kept = { 0, LEVEL_NONE, 0, 0 };
+    int ceiling, return_to, refused;
+    gint64 ceiling_until, remeasured_at, refused_until, refused_bar;
+  } kept = { 0, LEVEL_NONE, LEVEL_NONE, 0, 0, 0, 0 };
 
   out->exits_per_s = out->off_exits_per_s = out->wait_change = NAN;
   out->waiting = out->protective = out->set_off = FALSE;
@@ -1617,6 +1641,9 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       kept.return_to = st->return_to;
       kept.ceiling_until = st->ceiling_until;
       kept.remeasured_at = st->remeasured_at;
+      kept.refused = st->refused;
+      kept.refused_until = st->refused_until;
+      kept.refused_bar = st->refused_bar;
     }
 
   /* How long the signals have been missing since a complete read
@@ -1681,12 +1708,17 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
    * nor a refusal to count. */
   if (st->pending == level || (st->pending != LEVEL_NONE && level != st->pending_from))
     st->pending = LEVEL_NONE;
-  /* A refused level that is in force now was not the host's ceiling. */
-  if (st->refused != LEVEL_NONE && level >= st->refused)
+  /* A refused level that is in force now was not the host's ceiling:
+   * set, and shown by twed_delay (one set that does not show is what
+   * the refusal may be about). */
+  if (st->refused != LEVEL_NONE && level >= st->refused && st->twed_delay == (guint) level)
     {
       st->refused = LEVEL_NONE;
       st->refused_bar = 0;
     }
+  kept.refused = st->refused;
+  kept.refused_until = st->refused_until;
+  kept.refused_bar = st->refused_bar;
   /* A step decided under other bounds (a policy reload, a band change)
    * or above a back-off ceiling set since is no longer one to ask for. */
   if (st->pending >= 0 &&
@@ -1721,6 +1753,8 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
           out->target = setting_of (st->pending);
           /* A step down deferred by the rate limits goes first again. */
           out->protective = st->pending_protective;
+          /* Asked again: what counts is what becomes of this attempt. */
+          st->pending_outcome = 0;
           goto done;
         }
     }
@@ -1767,38 +1801,49 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
       goto done;
     }
   st->mismatch_since = 0;
-  /* A fixed delay that reads 0 on every vCPU while they trap WFEs: KVM
-   * does not have it (QEMU or the host refused it, and no host default
-   * is in force), or each vCPU had its pCPU to itself at the read
-   * (TWEDn clear), which a read now and then may show.  Such a read is
-   * not judged on, nor is the window dropped; reading so for
-   * stale_seconds, the setting is not in force: off, and the level
-   * counts as refused. */
-  if (level >= 1 && st->twed_delay == 0 && st->have_delta && st->d_exits > 0)
+  /* A fixed delay that reads 0 on every vCPU while they trap WFEs as
+   * often as at off: KVM does not have it (QEMU or the host refused it,
+   * and no host default is in force).  A delay in force reads 0 too when
+   * each vCPU has its pCPU to itself at the read (TWEDn clear), but then
+   * the exits between the reads are cut: such reads are judged as any.
+   * Reads of one not in force are not judged on, nor is the window
+   * dropped (a later read may show the delay); reading so for
+   * stale_seconds, off, and the level counts as refused. */
+  if (level >= 1 && st->twed_delay == 0 && st->have_delta && st->d_exits > 0 &&
+      level_stats (st, LEVEL_OFF)->valid)
     {
+      double at_off = pooled_rate (level_stats (st, LEVEL_OFF));
       gint64 waited;
 
       if (!st->zero_since)
-        st->zero_since = now;
-      waited = now - st->zero_since;
-      if (waited >= (gint64) p->stale_seconds * G_USEC_PER_SEC)
         {
-          verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
-                   g_strdup_printf ("twed_delay reads 0 at %s while its vCPUs trap WFEs, for %" G_GINT64_FORMAT
-                                    " s: not in force, off", ln, waited / G_USEC_PER_SEC));
-          out->protective = TRUE;
-          count_refusal (st, level, now, p);
-          st->zero_since = 0;
+          st->zero_since = now;
+          st->zero_exits = st->zero_time_ns = 0;
         }
-      else
+      st->zero_exits += st->d_exits;
+      st->zero_time_ns += st->d_time_ns;
+      if (st->zero_time_ns > 0 && st->zero_exits / (st->zero_time_ns / 1e9) >= (1 - p->min_gain) * at_off)
         {
-          verdict (out, TWED_AUTO_HOLD, level,
-                   g_strdup_printf ("twed_delay reads 0 at %s while its vCPUs trap WFEs, for %" G_GINT64_FORMAT
-                                    " s of the %u s allowed: not judged until it shows", ln,
-                                    waited / G_USEC_PER_SEC, p->stale_seconds));
-          out->waiting = TRUE;
+          waited = now - st->zero_since;
+          if (waited >= (gint64) p->stale_seconds * G_USEC_PER_SEC)
+            {
+              verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
+                       g_strdup_printf ("twed_delay reads 0 at %s while its vCPUs trap WFEs as at off (%.0f/s), for %"
+                                        G_GINT64_FORMAT " s: not in force, off", ln, at_off, waited / G_USEC_PER_SEC));
+              out->protective = TRUE;
+              count_refusal (st, level, now, p);
+              st->zero_since = 0;
+            }
+          else
+            {
+              verdict (out, TWED_AUTO_HOLD, level,
+                       g_strdup_printf ("twed_delay reads 0 at %s while its vCPUs trap WFEs as at off, for %"
+                                        G_GINT64_FORMAT " s of the %u s allowed: not judged until it shows", ln,
+                                        waited / G_USEC_PER_SEC, p->stale_seconds));
+              out->waiting = TRUE;
+            }
+          goto done;
         }
-      goto done;
     }
   st->zero_since = 0;
   if (level == LEVEL_OFF && st->twed_delay != 0)
@@ -2121,6 +2166,9 @@ done:
       st->ceiling_until = kept.ceiling_until;
       st->remeasured_at = kept.remeasured_at;
       st->return_to = kept.return_to;
+      st->refused = kept.refused;
+      st->refused_until = kept.refused_until;
+      st->refused_bar = kept.refused_bar;
     }
   else if (st && out->decision != TWED_AUTO_HOLD && out->decision != TWED_AUTO_BASELINE)
     {

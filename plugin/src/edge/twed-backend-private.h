@@ -80,7 +80,7 @@ typedef struct {
   TwedSupport support;
   char *support_reason;   /* why unknown */
   gboolean readonly_conn;
-  guint session;          /* under lock: connections opened so far */
+  guint session;          /* under lock: the connection's number among all opened */
   GHashTable *cache;      /* uuid -> CachedDomain */
   /* Event callbacks run on libvirt's event thread and must never wait
    * for a cycle in progress: they only touch these, under their lock. */

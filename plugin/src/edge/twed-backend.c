@@ -81,6 +81,9 @@ notifier_unref (BackendNotifier *n)
 
 static void open_attempt_unref (OpenAttempt *a);
 
+/* Connections opened to any host so far (TwedHost.session). */
+static gint connections_opened;
+
 /* A VM whose change failed is tried again after this, doubled per
  * failure up to the ceiling: a change that fails (the guest's QEMU
  * refuses it, the host lacks something) fails again at once. */
@@ -762,7 +765,10 @@ backend_connect_locked (BackendHost *h, GError **error)
       g_propagate_error (error, g_steal_pointer (&local));
       return FALSE;
     }
-  h->session++;
+  /* Unique in the process: a host whose URI changed is another
+   * BackendHost, whose first connection must not look like the old
+   * one's. */
+  h->session = (guint) g_atomic_int_add (&connections_opened, 1) + 1;
   /* The backoff is reset by a successful read, not by a connection
    * that then fails every call. */
   g_clear_pointer (&h->last_error, g_free);

@@ -9,8 +9,11 @@
 gboolean
 twed_domain_params_refused (const GError *error)
 {
-  /* QEMU runs with LC_ALL=C under libvirt: strerror (EINVAL) in English. */
-  return error && error->domain == TWED_LIBVIRT_ERROR && strstr (error->message, "failed: Invalid argument");
+  /* set-twed's own message for KVM_ENABLE_CAP failing (QEMU runs with
+   * LC_ALL=C under libvirt: strerror (EINVAL) in English), not any
+   * libvirt error that ends the same way. */
+  return error && error->domain == TWED_LIBVIRT_ERROR && strstr (error->message, "Setting TWED mode '") &&
+         strstr (error->message, "failed: Invalid argument");
 }
 
 #if HAVE_VIR_DOMAIN_TWED_API

@@ -851,12 +851,13 @@ counts as refused, so the next step up waits out its bar.""", (2, 6), P)
     v.delay = 0
     tr.never(v, "step-down")
     tr.read("host-a", [v]); tr.read("host-a", [v])
-    tr.expect(v, "hold", "fixed:2", "twed_delay reads 0 at 2 while its vCPUs trap WFEs, for 10 s of the 60 s allowed")
+    tr.expect(v, "hold", "fixed:2", "twed_delay reads 0 at 2 while its vCPUs trap WFEs as at off, for 10 s of the 60 s allowed")
     while tr.t < 80:
         tr.read("host-a", [v])
     tr.expect(v, "hold", "fixed:2", "for 50 s of the 60 s allowed: not judged until it shows")
     tr.read("host-a", [v])
-    tr.expect(v, "fallback", "off", "twed_delay reads 0 at 2 while its vCPUs trap WFEs, for 60 s: not in force, off")
+    tr.expect(v, "fallback", "off", "twed_delay reads 0 at 2 while its vCPUs trap WFEs as at off (1000/s), for 60 s: "
+              "not in force, off")
     tr.protective(v)
     v.setting = "off"
     v.delay = None
@@ -864,6 +865,86 @@ counts as refused, so the next step up waits out its bar.""", (2, 6), P)
     tr.expect(v, "hold", "off", "2 refused or not in force when asked, asked again in 20 s")
     tr.read("host-a", [v]); tr.read("host-a", [v])
     tr.expect(v, "step-up", "fixed:2")
+    tr.write()
+
+
+def zero_not_in_force(tr, v):
+    """From off, a step to 2 that is not in force (twed_delay reads 0, the
+    exits as at off), judged so after stale_seconds: off, protectively."""
+    first_read(tr, "host-a", [v]); tr.expect(v, "baseline", "off")
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:2")
+    v.setting = "fixed:2"
+    v.delay = 0
+    while tr.t < 90:
+        tr.read("host-a", [v])
+    tr.expect(v, "fallback", "off", "not in force, off")
+
+
+def zerodeferred():
+    tr = Trace("zerodeferred", """The fallback of zerodelay deferred by the rate limits for a pass: the
+VM is still at the level not in force when decided on again, and the
+level stays refused (it is set, it does not show); once off is made, the
+next step up waits out the bar.""", (2, 6), P)
+    v = Vm("lock", "00000000-0000-0000-0000-0000000000b3", 3, 2, "0-1", 1.0, table({-1: 1000}, {-1: 0.30}))
+    zero_not_in_force(tr, v)
+    tr.notmade(v, "deferred")
+    tr.read("host-a", [v]); tr.expect(v, "hold", "off", "step to off decided, not in force yet")
+    v.setting = "off"
+    v.delay = None
+    tr.read("host-a", [v]); tr.read("host-a", [v])
+    tr.expect(v, "hold", "off", "2 refused or not in force when asked, asked again in 10 s")
+    tr.write()
+
+
+def sticky():
+    tr = Trace("sticky", """A step up deferred once, then asked again and made, but not shown
+within a dwell (the setting stays): what counts is the last attempt,
+so it is refused, not dropped as deferred.""", (2, 6), P)
+    a = Vm("vm", "00000000-0000-0000-0000-00000000001d", 2, 2, "0-1", 0.5,
+           table({-1: 1000, 2: 800, 3: 550, 4: 300}, {-1: 0.1}))
+    climb_to_4(tr, a)
+    tr.notmade(a, "deferred")
+    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:4", "step to 4 decided, not in force yet")
+    tr.read("host-a", [a]); tr.expect(a, "hold", "fixed:3", "4 refused or not in force when asked")
+    tr.write()
+
+
+def alone():
+    tr = Trace("alone", """A fixed delay in force whose vCPUs each have their pCPU to
+themselves at every read (bursty contention between them): twed_delay
+reads 0, but the exits between the reads are cut to 5 % of off's, so the
+delay is plainly working and judged as any, not taken for one not in
+force.""", (2, 6), P)
+    v = Vm("lock", "00000000-0000-0000-0000-0000000000b4", 3, 2, "0-1", 1.0, table({-1: 1000, 2: 50}, {-1: 0.30}))
+    first_read(tr, "host-a", [v]); tr.expect(v, "baseline", "off")
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:2")
+    v.setting = "fixed:2"
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "hold", "fixed:2", "no more than 10 %")
+    v.delay = 0
+    tr.never(v, "fallback")
+    while tr.t < 140:
+        tr.read("host-a", [v])
+    tr.expect(v, "hold", "fixed:2", "wfe exits/s 1000 at off → 50 at 2 (5 %)")
+    tr.write()
+
+
+def zeroshows():
+    tr = Trace("zeroshows", """A fixed delay that reads 0 with the exits as at off for two reads
+(not in force yet), then shows: those reads are not judged on, but the
+window is kept, and the read that shows it is judged with them.""", (2, 6), P)
+    rates = {"cut": False}
+    v = Vm("lock", "00000000-0000-0000-0000-0000000000b5", 3, 2, "0-1", 1.0,
+           lambda level: (50 if level >= 2 and rates["cut"] else 1000, 0.30))
+    first_read(tr, "host-a", [v]); tr.expect(v, "baseline", "off")
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:2")
+    v.setting = "fixed:2"
+    v.delay = 0
+    tr.read("host-a", [v]); tr.read("host-a", [v])
+    tr.expect(v, "hold", "fixed:2", "as at off, for 10 s of the 60 s allowed: not judged until it shows")
+    v.delay = None
+    rates["cut"] = True
+    tr.read("host-a", [v])
+    tr.expect(v, "hold", "fixed:2", "wfe exits/s 1000 at off → 683 at 2 (68 %)")
     tr.write()
 
 
@@ -1380,5 +1461,5 @@ if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
               apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau, noisyclimb, flatpair,
               pinned, blindneigh, hostdefault, wakeneigh, wakeneigh2, daemonrestart, daemonrestart2, dryrunbar, notinforce,
-              notmade, reboot, zerodelay):
+              notmade, reboot, zerodelay, zerodeferred, sticky, alone, zeroshows):
         f()
