@@ -1201,6 +1201,23 @@ test_threads (void)
     }
   g_test_message ("%u rounds of the main loop's calls beside the passes, %u records restored", rounds, restored);
   g_assert_cmpuint (rounds, >, 1);
+  /* h3 dropped: nothing of it is kept; configured again, its VMs are
+   * read afresh. */
+  {
+    g_autoptr(TwedHost) h = plan_host_new (2);
+    TwedDomain *d;
+
+    g_free (h->name);
+    h->name = g_strdup ("h3");
+    d = add_steady_vm (h, "vm1", "00000000-0000-0000-0003-000000000001", 300, 0);
+    twed_host_compute (h);
+    twed_auto_retain_hosts (ctl, three);
+    twed_auto_observe (ctl, h, TWED_AUTO_FORGET_USEC);
+    g_assert_false (controller_knows (ctl, h, d));
+    twed_auto_retain_hosts (ctl, all);
+    twed_auto_observe (ctl, h, TWED_AUTO_FORGET_USEC);
+    g_assert_true (controller_knows (ctl, h, d));
+  }
 }
 
 static int

@@ -148,6 +148,7 @@ typedef struct {
   gint64 seen_at;
   gboolean where_known;     /* the controller's where says this host */
   gint64 advanced_at;       /* last read in which the vCPUs ran at all */
+  gint64 delta_at;          /* last read that gave a delta (or restarted the measurement) */
   char *missing;            /* why the last read gave no usable signals */
   gint64 gap_since;         /* first read of a run without them after a complete
                              * read, 0 = none: a read taken while a change of the
@@ -424,20 +425,24 @@ host_vms_lock (TwedAuto *ctl, const char *name, gboolean create)
 {
   HostVms *hv;
 
-  g_mutex_lock (&ctl->lock);
-  hv = host_vms_locked (ctl, name, create);
-  g_mutex_unlock (&ctl->lock);
-  if (!hv)
-    return NULL;
-  g_mutex_lock (&hv->lock);
-  /* Dropped between the two locks: nothing may be kept in it. */
-  if (hv->dropped)
+  for (;;)
     {
+      g_mutex_lock (&ctl->lock);
+      hv = host_vms_locked (ctl, name, create);
+      g_mutex_unlock (&ctl->lock);
+      if (!hv)
+        return NULL;
+      g_mutex_lock (&hv->lock);
+      if (!hv->dropped)
+        return hv;
+      /* Dropped between the two locks: nothing may be kept in it.  Made
+       * anew when asked to and the host is still the controller's (its
+       * last VM was forgotten); not when a reload removed it. */
       g_mutex_unlock (&hv->lock);
       host_vms_unref (hv);
-      return NULL;
+      if (!create)
+        return NULL;
     }
-  return hv;
 }
 
 static void
@@ -753,6 +758,14 @@ cut_counted (VmState *st)
   return ++st->cut_run;
 }
 
+/* The reads of a fixed delay that read 0 (twed_auto_decide ()) end. */
+static void
+zero_run_clear (VmState *st)
+{
+  st->zero_since = 0;
+  st->zero_exits = st->zero_time_ns = 0;
+}
+
 /* A new window at the setting, judged afresh: the runs of windows
  * that did or did not cut the exits start again too. */
 static void
@@ -764,7 +777,7 @@ window_restart (VmState *st)
   /* A new setting, or the VM back under the controller: a twed_delay
    * that does not match is waited for afresh. */
   st->mismatch_since = 0;
-  st->zero_since = 0;
+  zero_run_clear (st);
   window_reset (st);
 }
 
@@ -995,6 +1008,7 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
           st->refused_bar = 0;
         }
       st->advanced_at = sig->at;
+      st->delta_at = sig->at;
     }
   else if (rebased)
     {
@@ -1009,6 +1023,7 @@ observe_domain (VmState *st, const TwedHost *host, const TwedDomain *dom, const 
       st->d_exits = exits;
       st->d_time_ns = time_ns;
       st->d_elapsed_ns = (double) (sig->at - st->prev_at) * 1000.0;
+      st->delta_at = sig->at;
       if (time_ns > 0)
         st->advanced_at = sig->at;
     }
@@ -1684,11 +1699,22 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
   kept.ceiling_until = st->ceiling_until;
   if (st->refused != LEVEL_NONE)
     st->refused_until = MIN (st->refused_until, now + MAX (2 * dwell, (gint64) p->cooldown_seconds * G_USEC_PER_SEC));
+  kept.refused_until = st->refused_until;
   if (now - st->advanced_at >= (gint64) p->stale_seconds * G_USEC_PER_SEC)
     {
       verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
                g_strdup_printf ("signals stale (vCPU time unchanged for %" G_GINT64_FORMAT " s): off",
                                 (now - st->advanced_at) / G_USEC_PER_SEC));
+      out->protective = TRUE;
+      goto done;
+    }
+  /* Every read over a new connection to the host (libvirtd restarting
+   * again and again): nothing is measured, so nothing holds a delay. */
+  if (now - st->delta_at >= (gint64) p->stale_seconds * G_USEC_PER_SEC)
+    {
+      verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
+               g_strdup_printf ("no usable delta for %" G_GINT64_FORMAT " s (every read over a new connection "
+                                "to the host): off", (now - st->delta_at) / G_USEC_PER_SEC));
       out->protective = TRUE;
       goto done;
     }
@@ -1768,6 +1794,10 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
    * default (kvm-arm.twed=), in force for a domain without <twed>, or
    * an explicit off not in force yet.  Not off, so not measured as
    * off; the planner sets off explicitly (twed_plan's host default). */
+  /* A delay that shows, or a setting that has none, ends a run of reads
+   * of 0 (below). */
+  if (level < 1 || st->twed_delay != 0)
+    zero_run_clear (st);
   /* A setting whose delay does not show in twed_delay is waited for,
    * up to stale_seconds: one that never takes effect (QEMU or the host
    * refused it, a delay the kernel clamps) is not judged, so the wait
@@ -1809,22 +1839,26 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
    * Reads of one not in force are not judged on, nor is the window
    * dropped (a later read may show the delay); reading so for
    * stale_seconds, off, and the level counts as refused. */
-  if (level >= 1 && st->twed_delay == 0 && st->have_delta && st->d_exits > 0 &&
-      level_stats (st, LEVEL_OFF)->valid)
+  if (level >= 1 && st->twed_delay == 0 && level_stats (st, LEVEL_OFF)->valid)
     {
       double at_off = pooled_rate (level_stats (st, LEVEL_OFF));
-      gint64 waited;
 
-      if (!st->zero_since)
+      /* Only reads with exits count; one without a delta or idle
+       * neither counts nor ends the run. */
+      if (st->have_delta && st->d_exits > 0)
         {
-          st->zero_since = now;
-          st->zero_exits = st->zero_time_ns = 0;
+          if (!st->zero_since)
+            st->zero_since = now;
+          st->zero_exits += st->d_exits;
+          st->zero_time_ns += st->d_time_ns;
         }
-      st->zero_exits += st->d_exits;
-      st->zero_time_ns += st->d_time_ns;
-      if (st->zero_time_ns > 0 && st->zero_exits / (st->zero_time_ns / 1e9) >= (1 - p->min_gain) * at_off)
+      /* Judged on the run's exits together: one read that dips does not
+       * end it. */
+      if (st->zero_since && st->zero_time_ns > 0 &&
+          st->zero_exits / (st->zero_time_ns / 1e9) >= (1 - p->min_gain) * at_off)
         {
-          waited = now - st->zero_since;
+          gint64 waited = now - st->zero_since;
+
           if (waited >= (gint64) p->stale_seconds * G_USEC_PER_SEC)
             {
               verdict (out, TWED_AUTO_FALLBACK, LEVEL_OFF,
@@ -1832,7 +1866,7 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
                                         G_GINT64_FORMAT " s: not in force, off", ln, at_off, waited / G_USEC_PER_SEC));
               out->protective = TRUE;
               count_refusal (st, level, now, p);
-              st->zero_since = 0;
+              zero_run_clear (st);
             }
           else
             {
@@ -1844,8 +1878,10 @@ twed_auto_decide (TwedAuto *ctl, const TwedHost *host, const TwedDomain *dom,
             }
           goto done;
         }
+      /* The exits are cut: the delay is in force, the vCPUs were alone
+       * at the reads. */
+      zero_run_clear (st);
     }
-  st->zero_since = 0;
   if (level == LEVEL_OFF && st->twed_delay != 0)
     {
       window_reset (st);

@@ -12,8 +12,10 @@ twed_domain_params_refused (const GError *error)
   /* set-twed's own message for KVM_ENABLE_CAP failing (QEMU runs with
    * LC_ALL=C under libvirt: strerror (EINVAL) in English), not any
    * libvirt error that ends the same way. */
-  return error && error->domain == TWED_LIBVIRT_ERROR && strstr (error->message, "Setting TWED mode '") &&
-         strstr (error->message, "failed: Invalid argument");
+  const char *ours = error && error->domain == TWED_LIBVIRT_ERROR ? strstr (error->message, "Setting TWED mode '")
+                                                                  : NULL;
+
+  return ours && strstr (ours, "failed: Invalid argument");
 }
 
 #if HAVE_VIR_DOMAIN_TWED_API

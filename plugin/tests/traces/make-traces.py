@@ -948,6 +948,54 @@ window is kept, and the read that shows it is judged with them.""", (2, 6), P)
     tr.write()
 
 
+def reconnects():
+    tr = Trace("reconnects", """Every read of the host over a new connection (libvirtd restarting
+again and again): no read gives a delta, so nothing is measured, and
+after stale_seconds nothing holds the delay either: off.""", (2, 6), P)
+    v = Vm("lock", "00000000-0000-0000-0000-0000000000b6", 3, 2, "0", 1.0, table({-1: 1000, 2: 50}, {-1: 0.30}))
+    first_read(tr, "host-b", [v]); tr.expect(v, "baseline", "off")
+    tr.read("host-b", [v]); tr.read("host-b", [v]); tr.expect(v, "step-up", "fixed:2")
+    v.setting = "fixed:2"
+
+    def reconnect():
+        tr.session += 1
+    while tr.t < 70:
+        tr.read("host-b", [v], then=reconnect)
+    tr.expect(v, "hold", "fixed:2", "dwell 0 s of 20 s at 2")
+    tr.read("host-b", [v], then=reconnect)
+    tr.expect(v, "fallback", "off", "no usable delta for 60 s (every read over a new connection to the host): off")
+    tr.write()
+
+
+def zerobroken():
+    tr = Trace("zerobroken", """Reads of 0 at a fixed delay not in force are counted only while they
+last: three of them, then five reads that show another delay (waited
+for as any delay that does not match), then reads of 0 again: the
+run starts over, and the fallback comes stale_seconds after it, not at
+once; idle reads within a run neither count nor end it.""", (2, 6), P)
+    v = Vm("lock", "00000000-0000-0000-0000-0000000000b7", 3, 2, "0-1", 1.0, table({-1: 1000}, {-1: 0.30}))
+    first_read(tr, "host-a", [v]); tr.expect(v, "baseline", "off")
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.expect(v, "step-up", "fixed:2")
+    v.setting = "fixed:2"
+    v.delay = 0
+    tr.never(v, "step-down")
+    for _ in range(3):
+        tr.read("host-a", [v])
+    tr.expect(v, "hold", "fixed:2", "as at off, for 20 s of the 60 s allowed")
+    v.delay = 3
+    for _ in range(5):
+        tr.read("host-a", [v])
+    tr.expect(v, "hold", "fixed:2", "twed_delay reads 3, not the 2 set, for 40 s of the 60 s allowed")
+    v.delay = 0
+    tr.read("host-a", [v])
+    tr.expect(v, "hold", "fixed:2", "as at off, for 0 s of the 60 s allowed")
+    tr.read("host-a", [v]); tr.read("host-a", [v], running=False); tr.read("host-a", [v])
+    tr.expect(v, "hold", "fixed:2", "as at off, for 30 s of the 60 s allowed")
+    tr.read("host-a", [v]); tr.read("host-a", [v]); tr.read("host-a", [v])
+    tr.expect(v, "fallback", "off", "for 60 s: not in force, off")
+    tr.write()
+
+
 def narrowed():
     tr = Trace("narrowed", """Bounds narrowed while a step is pending: a step to 4 decided under
 2..6 and not in force yet is dropped when a policy reload makes the
@@ -1461,5 +1509,6 @@ if __name__ == "__main__":
     for f in (climb, backoff, spinner, flat, signals, restart, migration, ceiling, ceiling2, clamp, plateau, newneigh, noisy, narrowed, incoming,
               apart, handover, spinner2, deferred, quietneigh, churn, phase, refused2, moved, nothing, byhand, noisyplateau, noisyclimb, flatpair,
               pinned, blindneigh, hostdefault, wakeneigh, wakeneigh2, daemonrestart, daemonrestart2, dryrunbar, notinforce,
-              notmade, reboot, zerodelay, zerodeferred, sticky, alone, zeroshows):
+              notmade, reboot, zerodelay, zerodeferred, sticky, alone, zeroshows,
+              reconnects, zerobroken):
         f()
