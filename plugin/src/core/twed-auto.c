@@ -454,20 +454,30 @@ host_vms_unlock (HostVms *hv)
   host_vms_unref (hv);
 }
 
-/* References to every host's table, for a walk over all of them. */
-static GPtrArray *
-host_vms_all (TwedAuto *ctl)
+/* Calls @fn on every VM of every host, each host under its own lock
+ * (taken without the controller's). */
+static void
+for_each_vm (TwedAuto *ctl, void (*fn) (VmState *st, gpointer data), gpointer data)
 {
-  GPtrArray *out = g_ptr_array_new_with_free_func ((GDestroyNotify) host_vms_unref);
+  g_autoptr(GPtrArray) all = g_ptr_array_new_with_free_func ((GDestroyNotify) host_vms_unref);
   GHashTableIter it;
   HostVms *hv;
+  VmState *st;
 
   g_mutex_lock (&ctl->lock);
   g_hash_table_iter_init (&it, ctl->hosts);
   while (g_hash_table_iter_next (&it, NULL, (gpointer *) &hv))
-    g_ptr_array_add (out, g_atomic_rc_box_acquire (hv));
+    g_ptr_array_add (all, g_atomic_rc_box_acquire (hv));
   g_mutex_unlock (&ctl->lock);
-  return out;
+  for (guint h = 0; h < all->len; h++)
+    {
+      hv = g_ptr_array_index (all, h);
+      g_mutex_lock (&hv->lock);
+      g_hash_table_iter_init (&it, hv->vms);
+      while (g_hash_table_iter_next (&it, NULL, (gpointer *) &st))
+        fn (st, data);
+      g_mutex_unlock (&hv->lock);
+    }
 }
 
 /* A new VM of @hv, in the first free slot. */
@@ -785,26 +795,17 @@ window_restart (VmState *st)
  * not awaited: it would count as refused after a dwell, barring the
  * levels from it and blaming the host ceiling, and those bars would
  * outlive the dry run.  Steps awaited when it starts are dropped. */
+static void
+drop_pending (VmState *st, gpointer data)
+{
+  st->pending = LEVEL_NONE;
+}
+
 void
 twed_auto_set_dry_run (TwedAuto *ctl, gboolean dry_run)
 {
   if (dry_run && !g_atomic_int_exchange (&ctl->dry_run, TRUE))
-    {
-      g_autoptr(GPtrArray) all = host_vms_all (ctl);
-
-      for (guint h = 0; h < all->len; h++)
-        {
-          HostVms *hv = g_ptr_array_index (all, h);
-          GHashTableIter it;
-          VmState *st;
-
-          g_mutex_lock (&hv->lock);
-          g_hash_table_iter_init (&it, hv->vms);
-          while (g_hash_table_iter_next (&it, NULL, (gpointer *) &st))
-            st->pending = LEVEL_NONE;
-          g_mutex_unlock (&hv->lock);
-        }
-    }
+    for_each_vm (ctl, drop_pending, NULL);
   else if (!dry_run)
     g_atomic_int_set (&ctl->dry_run, FALSE);
 }
@@ -2404,25 +2405,19 @@ twed_auto_save_bars (TwedAuto *ctl, const char *host, gboolean changed_only, gin
  * was lost (and a forgotten VM's) leaves the state with bars that have
  * ended or that the next decision clears, and that the next load or
  * compaction drops by their times: the safe side, at most a bar's length. */
+static void
+mark_unsaved (VmState *st, gpointer data)
+{
+  static const Bars unknown = { -1, -1, 0, -1, 0, 0, 0 };
+
+  if (!bars_equal (&st->saved, &NO_BARS))
+    st->saved = unknown;
+}
+
 void
 twed_auto_bars_unsaved (TwedAuto *ctl)
 {
-  static const Bars unknown = { -1, -1, 0, -1, 0, 0, 0 };
-  g_autoptr(GPtrArray) all = host_vms_all (ctl);
-
-  for (guint h = 0; h < all->len; h++)
-    {
-      HostVms *hv = g_ptr_array_index (all, h);
-      GHashTableIter it;
-      VmState *st;
-
-      g_mutex_lock (&hv->lock);
-      g_hash_table_iter_init (&it, hv->vms);
-      while (g_hash_table_iter_next (&it, NULL, (gpointer *) &st))
-        if (!bars_equal (&st->saved, &NO_BARS))
-          st->saved = unknown;
-      g_mutex_unlock (&hv->lock);
-    }
+  for_each_vm (ctl, mark_unsaved, NULL);
 }
 
 /* A Unix time of a saved record on the reads' clock; 0 stays "never"
