@@ -94,7 +94,8 @@ pooled_rate (const LevelStats *s)
  * hours, compared as shares to a point. */
 typedef struct {
   guint32 slot;
-  guint32 nvcpus;           /* its vCPUs that may run on the VM's pCPUs, at most */
+  guint32 nvcpus;           /* its vCPUs that may run on the VM's pCPUs, at most (a window's
+                             * parties; the newcomer's text) */
   float wait_ns, run_ns;
   float elapsed_ns;         /* the time its deltas covered (a co-runner's reads may span
                              * more or less than the window's) */
@@ -541,15 +542,20 @@ twed_auto_unref (TwedAuto *ctl)
 
 /* The ladder position of a setting: off, a fixed delay, or neither. */
 static int
+setting_level (const TwedSetting *s)
+{
+  if (s->mode == TWED_MODE_OFF)
+    return LEVEL_OFF;
+  if (s->mode == TWED_MODE_FIXED)
+    return (int) s->delay;
+  return LEVEL_OTHER;
+}
+
+/* A domain's: without <twed>, off. */
+static int
 level_of (const TwedDomain *dom)
 {
-  TwedSetting s = dom->twed;
-
-  if (!dom->has_twed || s.mode == TWED_MODE_OFF)
-    return LEVEL_OFF;
-  if (s.mode == TWED_MODE_FIXED)
-    return (int) s.delay;
-  return LEVEL_OTHER;
+  return dom->has_twed ? setting_level (&dom->twed) : LEVEL_OFF;
 }
 
 static char *
@@ -832,8 +838,7 @@ void
 twed_auto_step_not_made (TwedAuto *ctl, const char *host, const char *uuid, const TwedSetting *target,
                          TwedAutoStepOutcome outcome)
 {
-  int level = target->mode == TWED_MODE_OFF ? LEVEL_OFF
-              : target->mode == TWED_MODE_FIXED ? (int) target->delay : LEVEL_OTHER;
+  int level = setting_level (target);
   HostVms *hv = uuid ? host_vms_lock (ctl, host, FALSE) : NULL;
   VmState *st = hv ? g_hash_table_lookup (hv->vms, uuid) : NULL;
 
@@ -1485,7 +1490,6 @@ off_pool (VmState *st)
       o->wait_ns += p->wait_ns;
       o->run_ns += p->run_ns;
       o->elapsed_ns += p->elapsed_ns;
-      o->nvcpus = MAX (o->nvcpus, p->nvcpus);
     }
   g_array_set_size (st->newcomers, 0);
 }
@@ -2209,7 +2213,7 @@ done:
     }
   else if (st && out->decision != TWED_AUTO_HOLD && out->decision != TWED_AUTO_BASELINE)
     {
-      int target = out->target.mode == TWED_MODE_OFF ? LEVEL_OFF : (int) out->target.delay;
+      int target = setting_level (&out->target);
 
       if (target != level)
         {

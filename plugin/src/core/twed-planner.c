@@ -281,6 +281,14 @@ plan_auto (const TwedHost *host, const TwedDomain *dom, const TwedPolicy *pol, c
                                  bounds->min, bounds->max);
 }
 
+/* Whether an auto entry asks for a change: another setting, or off
+ * written explicitly over the host's default delay. */
+static gboolean
+auto_asks_step (const TwedPlanEntry *e)
+{
+  return !twed_setting_equal (&e->target, &e->current) || e->auto_set_off;
+}
+
 /* An auto change to a lower delay, whatever the decision's name: a
  * step down, a fallback, or a hold that sends a pending lower target
  * again. */
@@ -372,7 +380,7 @@ plan_domain (const TwedHost *host, const TwedDomain *dom, const TwedPolicySet *s
 
       plan_auto (host, dom, pol, twed_policy_band_setting (pol, band), ctl, e);
       why = g_steal_pointer (&e->reason);
-      if (twed_setting_equal (&e->target, &e->current) && !e->auto_set_off)
+      if (!auto_asks_step (e))
         {
           e->action = TWED_ACTION_KEEP;
           e->reason = g_strdup_printf ("ratio %.2f %s, %s", dom->ratio, in_band, why);
@@ -769,7 +777,7 @@ twed_plan_report_auto (const TwedPlan *plan, TwedAuto *ctl, gboolean skipped)
       const TwedPlanEntry *e = g_ptr_array_index (plan->entries, i);
       TwedAutoStepOutcome outcome;
 
-      if (!e->is_auto || !e->active || (twed_setting_equal (&e->target, &e->current) && !e->auto_set_off))
+      if (!e->is_auto || !e->active || !auto_asks_step (e))
         continue;
       if (e->action == TWED_ACTION_DEFER || (e->action == TWED_ACTION_CHANGE && skipped))
         outcome = TWED_AUTO_STEP_DEFERRED;
