@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+from collections import Counter
 
 from . import stats, workloads
 
@@ -281,36 +282,36 @@ def versus_best_fixed(sweep, host, ratio, wl):
     pick = max if kind.higher_is_better else min
     overall = pick(fixed, key=lambda s: stats.summary(sweep.values(host, ratio, wl, s, metric))["median"])
     chosen = held_out_best(sweep, host, ratio, wl, fixed, metric, kind.higher_is_better)
-    counts = {}
-    for s in chosen.values():
-        counts[s] = counts.get(s, 0) + 1
     picked = ", ".join(f"`{s}` in {n} of {len(chosen)}"
-                       for s, n in sorted(counts.items(), key=lambda i: (-i[1], i[0])))
+                       for s, n in sorted(Counter(chosen.values()).items(), key=lambda i: (-i[1], i[0])))
     nb = (sweep.matrix.get("neighbour") or {}).get("workload")
     checks = [(metric, f"{wl} {kind.primary}")]
     if nb:
         checks.append((f"neighbour.{workloads.KNOWN[nb['name']].primary}", f"neighbour {nb['label']}"))
 
     def best_values(m):
-        return [sweep.values_by_repetition(host, ratio, wl, s, m).get(r) for r, s in sorted(chosen.items())]
+        runs = {s: sweep.values_by_repetition(host, ratio, wl, s, m) for s in set(chosen.values())}
+        return [runs[s].get(r) for r, s in sorted(chosen.items())]
 
+    def label_values(label):
+        return lambda m: sweep.values(host, ratio, wl, label, m)
+
+    # (compared, the values it is compared with for a metric, what those are)
     pairs = [(a, best_values, f"the best fixed setting on the other repetitions ({picked})")
              for a in autos]
     for c in controls:
-        pairs += [(a, c, "the fixed control under twedd") for a in autos]
+        pairs += [(a, label_values(c), f"the fixed control under twedd `{c}`") for a in autos]
         plain = [f for f in fixed if settings[f].get("delay") == settings[c].get("delay")]
-        pairs += [(c, f, "the same delay without twedd (twedd's own cost)") for f in plain]
+        pairs += [(c, label_values(f), f"the same delay without twedd (twedd's own cost) `{f}`")
+                  for f in plain]
     lines = [f"The best fixed setting by the median of all runs: `{overall}`. auto is compared "
              "with, for each repetition, the fixed setting that is best on the other "
              "repetitions, so that no setting is chosen on the runs it is compared on.\n"]
-    for new, base, what in pairs:
+    for new, base_of, against in pairs:
         for m, title in checks:
-            if callable(base):
-                base_values, against = base(m), what
-            else:
-                base_values, against = sweep.values(host, ratio, wl, base, m), f"{what} `{base}`"
-            ci = stats.bootstrap_median_diff(base_values, sweep.values(host, ratio, wl, new, m))
-            bm = stats.summary(base_values)
+            base = base_of(m)
+            ci = stats.bootstrap_median_diff(base, sweep.values(host, ratio, wl, new, m))
+            bm = stats.summary(base)
             if ci is None or bm is None:
                 continue
             change, lo, hi = stats.change_interval(ci, bm["median"])
