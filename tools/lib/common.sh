@@ -137,6 +137,20 @@ patch_dir() {
 
 jobs() { nproc 2>/dev/null || echo 2; }
 
+# tree_inputs_digest TREE [TEXT]...: a digest of TREE's commit and of each
+# TEXT (what else a build is made of: file digests, tool versions), or
+# nothing when TREE is not a clean git checkout (untracked files count):
+# then only make can tell what changed.  A build that wrote the digest it
+# was made from can skip make's own walk of a kernel tree (seconds of CPU)
+# while it matches.
+tree_inputs_digest() {
+	local tree=$1 head
+	shift
+	head=$(git -C "$tree" rev-parse HEAD 2>/dev/null) || return 0
+	[ -z "$(git -C "$tree" status --porcelain 2>/dev/null)" ] || return 0
+	printf '%s\n' "$head" "$@" | sha256sum | cut -d' ' -f1
+}
+
 # update_file NEW DEST: move NEW over DEST unless they are the same, so
 # that an unchanged DEST keeps its timestamp (nothing rebuilds for it).
 update_file() {
