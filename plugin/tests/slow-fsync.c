@@ -8,7 +8,9 @@
  * (a failing disk: a test running as root cannot make a directory
  * unwritable); with $TWED_FSYNC_FAIL_MATCH, only those of a path that
  * holds that string fail (a disk too full for a whole state.json, which
- * still takes a small record at the end of a file). */
+ * still takes a small record at the end of a file).  With
+ * $TWED_SLOW_FSYNC_GATE, each of them also waits while that file exists:
+ * a test holds the daemon in the call for as long as it needs. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -28,6 +30,7 @@ maybe_wait (int fd, const char *call)
   const char *ms = getenv ("TWED_SLOW_FSYNC_MS");
   const char *log = getenv ("TWED_FSYNC_LOG");
   const char *match = getenv ("TWED_FSYNC_FAIL_MATCH");
+  const char *gate;
   char link[64], path[PATH_MAX];
   ssize_t n;
   long wait_ms;
@@ -51,6 +54,14 @@ maybe_wait (int fd, const char *call)
           fprintf (f, "%s %s\n", call, path);
           fclose (f);
         }
+    }
+  gate = getenv ("TWED_SLOW_FSYNC_GATE");
+  if (gate && *gate)
+    {
+      struct timespec tick = { 0, 10 * 1000000L };
+
+      while (access (gate, F_OK) == 0)
+        nanosleep (&tick, NULL);
     }
   if (getenv ("TWED_FSYNC_FAIL"))
     return 1;

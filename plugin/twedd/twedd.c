@@ -6,6 +6,7 @@
 
 #include <glib-unix.h>
 #include <locale.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -186,7 +187,18 @@ main (int argc, char **argv)
   g_autoptr(GOptionContext) oc = g_option_context_new (NULL);
   g_autoptr(GError) error = NULL;
   TwedConfig *config;
+  sigset_t held;
   int rc = 0;
+
+  /* Until its handler below exists, a SIGHUP would end the daemon
+   * mid-start (a reload sent right after a restart, on a loaded host):
+   * hold it, in every thread the start creates too, and take it once the
+   * main loop can.  SIGTERM and SIGINT keep their default action until
+   * then: a start held up by a hung state mount must still stop, and
+   * nothing has been granted yet. */
+  sigemptyset (&held);
+  sigaddset (&held, SIGHUP);
+  pthread_sigmask (SIG_BLOCK, &held, NULL);
 
   setlocale (LC_ALL, "");
   g_option_context_set_summary (oc, "Keeps TWED of the VMs on the configured hosts in line with the policies.");
@@ -229,6 +241,7 @@ main (int argc, char **argv)
   g_unix_signal_add (SIGHUP, on_sighup, &d);
   g_unix_signal_add (SIGTERM, on_sigterm, &d);
   g_unix_signal_add (SIGINT, on_sigterm, &d);
+  pthread_sigmask (SIG_UNBLOCK, &held, NULL);
   g_message ("started (version %s)", PACKAGE_VERSION);
   notify ("READY=1");
   setup_watchdog (&d);
