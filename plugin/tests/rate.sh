@@ -37,7 +37,11 @@ CONF
 "$twedd" --config "$tmp/twed.conf" --log-format=json 2>"$tmp/log" &
 pid=$!
 # Reloads while the changes go out: each re-plans every host at once, and
-# none may give a fresh budget or restart the interval.
+# none may give a fresh budget or restart the interval.  They begin once
+# twedd has started (a signal before its main() is the kernel's to act
+# on; start-signals.sh covers those during the start).
+wait_for 30 grep -q '"started (version' "$tmp/log" ||
+	{ echo "Bail out! twedd did not start"; tail -5 "$tmp/log" | sed 's/^/# /'; exit 1; }
 (
 	i=0
 	while [ $i -lt 40 ]; do
