@@ -14,11 +14,9 @@
 # Usage: grant.sh TWEDD SLOW_FSYNC_SO DEMO_DIR
 set -u
 twedd=$1 shim=$2 demo=$3
-tmp=$(mktemp -d)
-pid=''
-trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-# ok, not_ok, check, wait_for, require_twed_api
+# ok, not_ok, check, wait_for, require_twed_api, twedd_test_tmp
 . "$(dirname "$0")/tap.sh"
+twedd_test_tmp
 require_twed_api "$twedd"
 
 # hosts HOSTS: that many hosts of two 4-vCPU VMs on 4 pCPUs (ratio 2:

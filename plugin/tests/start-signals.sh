@@ -12,11 +12,9 @@
 # Usage: start-signals.sh TWEDD SLOW_FSYNC_SO DEMO_DIR
 set -u
 twedd=$1 shim=$2 demo=$3
-tmp=$(mktemp -d)
-pid=''
-trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
-# ok, not_ok, check, wait_for, test_node
+# ok, not_ok, check, wait_for, test_node, twedd_test_tmp
 . "$(dirname "$0")/tap.sh"
+twedd_test_tmp
 
 state=$tmp/state
 test_node "$tmp/node-0.xml" 0

@@ -19,6 +19,13 @@ wait_for() {
 	while [ $t -gt 0 ]; do "$@" 2>/dev/null && return 0; sleep 0.1; t=$((t - 1)); done
 	return 1
 }
+# twedd_test_tmp: $tmp, a directory removed at exit, after the twedd whose
+# pid is in $pid (if any) is killed.
+twedd_test_tmp() {
+	tmp=$(mktemp -d)
+	pid=''
+	trap '[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+}
 # notify_listener SOCKET LOG: stand in for systemd's notify socket, appending
 # every datagram to LOG as a line; $listener is its pid, for the caller to kill
 notify_listener() {
