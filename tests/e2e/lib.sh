@@ -43,6 +43,19 @@ take_cluster_turn() {
 cvirsh() { "$cluster" virsh "$@"; }
 csh() { "$cluster" sh "$@"; }
 
+# quiet_hosts: no guest of an earlier phase runs on any host.  The emulated
+# hosts share this machine's CPUs, so a guest left running on one host
+# (the plugin phase leaves b-2to1 running lockstress on host-c) takes CPU
+# time from a measurement on another.
+quiet_hosts() {
+	local h g
+	for h in host-a host-b host-c; do
+		for g in $(cvirsh "$h" list --name); do
+			cvirsh "$h" -q destroy "$g" >/dev/null || true
+		done
+	done
+}
+
 # guest_xml NAME VCPUS PCPUS TWED CMD [CPU]
 #   PCPUS: the host pCPU of each vCPU in turn, e.g. "0 0 1 1" (2:1); "-" for
 #   none (unpinned); TWED: attributes of <twed/>, or "" for no element;
