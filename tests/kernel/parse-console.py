@@ -22,7 +22,8 @@ Prints one line per selftest and a summary; on failure, the reasons.
 import re
 import sys
 
-KVM_INIT = re.compile(r"kvm \[\d+\]: ((?:Protected |Hyp )?(?:h|n)?VHE) mode initialized successfully")
+# "VHE+NV2" on a host booted with kvm-arm.mode=nested
+KVM_INIT = re.compile(r"kvm \[\d+\]: ((?:Protected |Hyp )?(?:h|n)?VHE(?:\+NV2?)?) mode initialized successfully")
 RUN = re.compile(r'^TWED-INIT: RUN (.*)$')
 END = re.compile(r'^TWED-INIT: (EXIT|SIGNAL|TIMEOUT) (-?\d+) (.*?)(?: \([\d.]+s\))?$')
 DONE = re.compile(r'^TWED-INIT: DONE (\d+) of (\d+) failed')
