@@ -213,22 +213,24 @@ source_digest() {
 	} | sha256sum | cut -d' ' -f1
 }
 
-# kernel_fragments arm64|arm32: the configuration fragments of a test
-# kernel (tools/layers/build-kernel), in the order they are merged onto
-# allnoconfig.  arm64: the KVM host of the selftests' boots, and unless
-# TWED_KERNEL_FOR=selftests, of tools/cluster's emulated hosts too.
+# kernel_fragments arm64|arm32: KERNEL_FRAGMENTS, the configuration
+# fragments of a test kernel (tools/layers/build-kernel), in the order they
+# are merged onto allnoconfig.  arm64: the KVM host of the selftests'
+# boots, and unless TWED_KERNEL_FOR=selftests, of tools/cluster's emulated
+# hosts too.  (An array, not output: a bad value dies in the caller's
+# shell, not in a process substitution.)
 kernel_fragments() {
 	local t=$TWED_ROOT/tools/layers
 	case $1 in
 	arm64)
-		echo "$t/kernel-host.config"
+		KERNEL_FRAGMENTS=("$t/kernel-host.config")
 		case ${TWED_KERNEL_FOR:-cluster} in
-		cluster) echo "$t/kernel-cluster.config" ;;
+		cluster) KERNEL_FRAGMENTS+=("$t/kernel-cluster.config") ;;
 		selftests) ;;
 		*) die "TWED_KERNEL_FOR must be cluster or selftests, not '$TWED_KERNEL_FOR'" ;;
 		esac
 		;;
-	arm32) echo "$t/kernel-arm32-guest.config" ;;
+	arm32) KERNEL_FRAGMENTS=("$t/kernel-arm32-guest.config") ;;
 	*) die "kernel_fragments: arm64 or arm32, not '$1'" ;;
 	esac
 }
@@ -237,10 +239,8 @@ kernel_fragments() {
 config_digest() {
 	local layer=$1 t=$TWED_ROOT/tools/layers cfg_files=()
 	case $1 in
-	# (checked here first: a process substitution's die stops nothing)
-	kernel) kernel_fragments arm64 >/dev/null
-		mapfile -t cfg_files < <(kernel_fragments arm64); cfg_files+=("$t/build-kernel") ;;
-	kernel-arm32) mapfile -t cfg_files < <(kernel_fragments arm32); cfg_files+=("$t/build-kernel") ;;
+	kernel) kernel_fragments arm64; cfg_files=("${KERNEL_FRAGMENTS[@]}" "$t/build-kernel") ;;
+	kernel-arm32) kernel_fragments arm32; cfg_files=("${KERNEL_FRAGMENTS[@]}" "$t/build-kernel") ;;
 	qemu-x86 | qemu-x86-base) cfg_files=("$t/build-qemu" "$t/qemu-x86-devices.mak") ;;
 	qemu-arm64 | qemu-arm64-base) cfg_files=("$t/build-qemu" "$t/qemu-arm64-devices.mak") ;;
 	libvirt) cfg_files=("$t/build-libvirt" "$t/libvirt-tests") ;;
