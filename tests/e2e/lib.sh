@@ -18,11 +18,14 @@ fail() {
 		tail -n 30 "$fail_log" | sed 's/^/#   /'
 	fi
 }
-# check DESCRIPTION COMMAND...: passes when the command succeeds
+# check DESCRIPTION COMMAND...: passes when the command succeeds; one
+# that took 5 s or more says how long, where a slow run's time goes
 check() {
-	local what=$1
+	local what=$1 t0=$SECONDS took
 	shift
 	if "$@"; then pass "$what"; else fail "$what"; fi
+	took=$((SECONDS - t0))
+	[ "$took" -lt 5 ] || note "  took $took s"
 }
 
 # take_cluster_turn: the emulated cluster of this test, one at a time
